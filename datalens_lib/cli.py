@@ -1,0 +1,121 @@
+"""Command-line entry point ``datalens``.
+
+Subcommands:
+  data list | check [NAME...] | fetch NAME [--dest DIR]
+  privacy --k K --sigma S --delta D (--epsilon E | --queries T) [--json]
+  privacy --k K --delta D --epsilon E --queries T [--json]   (sigma for a target)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import data as data_mod
+from . import privacy
+
+
+def _cmd_data(args: argparse.Namespace) -> int:
+    if args.data_cmd == "list":
+        for name, spec in data_mod.REGISTRY.items():
+            try:
+                where = str(data_mod.resolve_dataset_dir(name))
+            except data_mod.DatasetNotFoundError:
+                where = "not found (see `datalens data check " + name + "`)"
+            c, h, w = spec.shape
+            print(f"{name:14s} {h}x{w}x{c}  {spec.num_classes:2d} classes  {where}")
+        return 0
+    if args.data_cmd == "check":
+        names = args.names or list(data_mod.REGISTRY)
+        failed = 0
+        for name in names:
+            try:
+                ds = data_mod.load_dataset(name)
+            except (data_mod.DatasetNotFoundError, data_mod.DatasetFileError, ValueError) as e:
+                failed += 1
+                print(f"[missing] {name}: {e}", file=sys.stderr)
+                continue
+            print(f"[ok] {name}: train {ds.x_train.shape}, test {ds.x_test.shape}, "
+                  f"from {ds.source}")
+        return 1 if failed and args.names else 0
+    if args.data_cmd == "fetch":
+        try:
+            folder = data_mod.fetch_dataset(args.name, args.dest)
+        except (data_mod.DatasetNotFoundError, data_mod.DatasetFileError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(f"{args.name} is in {folder}")
+        return 0
+    raise AssertionError(args.data_cmd)
+
+
+def _cmd_privacy(args: argparse.Namespace) -> int:
+    convs = [args.conversion] if args.conversion else list(privacy.CONVERSIONS)
+    try:
+        if args.sigma is None:
+            if args.queries is None or args.epsilon is None:
+                raise ValueError("without --sigma, give both --queries and --epsilon "
+                                 "to get the sigma they need")
+            what = "sigma"
+            out = {c: privacy.topagg_sigma_for_queries(args.queries, args.epsilon, args.k,
+                                                       args.delta, c) for c in convs}
+        elif args.queries is not None:
+            what = "epsilon"
+            out = {c: privacy.topagg_epsilon(args.queries, args.k, args.sigma, args.delta, c)
+                   for c in convs}
+        elif args.epsilon is not None:
+            what = "max_queries"
+            out = {c: privacy.topagg_max_queries(args.epsilon, args.k, args.sigma, args.delta, c)
+                   for c in convs}
+        else:
+            raise ValueError("give --epsilon (max queries) or --queries (epsilon spent)")
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"TopAgg, k={args.k}, sigma={args.sigma}, delta={args.delta}: {what} "
+              f"(sensitivity 2*sqrt(k), Gaussian RDP)")
+        for c, v in out.items():
+            print(f"  {c:6s} {v}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="datalens", description="DataLens reproduction tools")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    d = sub.add_parser("data", help="list, check and fetch datasets")
+    dsub = d.add_subparsers(dest="data_cmd", required=True)
+    dsub.add_parser("list", help="registered datasets and where they were found")
+    chk = dsub.add_parser("check", help="load and verify datasets (checksums)")
+    chk.add_argument("names", nargs="*", metavar="NAME", help="default: all registered")
+    f = dsub.add_parser("fetch", help="download MNIST, Fashion-MNIST or CIFAR-10")
+    f.add_argument("name", choices=list(data_mod.REGISTRY))
+    f.add_argument("--dest", default=None, help="target folder (default data/raw/<name>)")
+
+    pr = sub.add_parser("privacy", help="TopAgg privacy accounting (paper Theorem 3)")
+    pr.add_argument("--k", type=int, required=True, help="top-k")
+    pr.add_argument("--sigma", type=float, default=None, help="noise standard deviation")
+    pr.add_argument("--delta", type=float, default=1e-5)
+    pr.add_argument("--epsilon", type=float, default=None, help="target epsilon")
+    pr.add_argument("--queries", type=int, default=None, help="number of TopAgg queries")
+    pr.add_argument("--conversion", choices=privacy.CONVERSIONS, default=None,
+                    help="only this RDP-to-DP conversion (default: all)")
+    pr.add_argument("--json", action="store_true", help="print JSON")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.cmd == "data":
+        return _cmd_data(args)
+    if args.cmd == "privacy":
+        return _cmd_privacy(args)
+    raise AssertionError(args.cmd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""Datasets: IDX reader, registry with checksummed loaders, and the teacher partition."""
+
+from .idx import DatasetFileError, parse_idx, read_idx
+from .partition import partition
+from .registry import (
+    ENV_VAR,
+    REGISTRY,
+    DatasetNotFoundError,
+    DatasetSpec,
+    ImageDataset,
+    candidate_dirs,
+    fetch_dataset,
+    get_spec,
+    load_dataset,
+    resolve_dataset_dir,
+)
+
+__all__ = [
+    "ENV_VAR",
+    "REGISTRY",
+    "DatasetFileError",
+    "DatasetNotFoundError",
+    "DatasetSpec",
+    "ImageDataset",
+    "candidate_dirs",
+    "fetch_dataset",
+    "get_spec",
+    "load_dataset",
+    "parse_idx",
+    "partition",
+    "read_idx",
+    "resolve_dataset_dir",
+]

@@ -1,0 +1,29 @@
+"""Privacy accounting for TopAgg: data-independent (Thm. 3) and data-dependent (Thms. 4-5)."""
+
+from .accountant import (
+    CONVERSIONS,
+    PAPER_ORDERS,
+    noise_multiplier,
+    rdp_to_epsilon_paper,
+    topagg_epsilon,
+    topagg_max_queries,
+    topagg_rdp,
+    topagg_sigma_for_queries,
+)
+from .data_dependent import data_dependent_rdp, outcome_log_probs, topagg_log_q_tilde
+from .tracker import TopAggAccountant
+
+__all__ = [
+    "CONVERSIONS",
+    "PAPER_ORDERS",
+    "TopAggAccountant",
+    "data_dependent_rdp",
+    "noise_multiplier",
+    "outcome_log_probs",
+    "rdp_to_epsilon_paper",
+    "topagg_epsilon",
+    "topagg_log_q_tilde",
+    "topagg_max_queries",
+    "topagg_rdp",
+    "topagg_sigma_for_queries",
+]

@@ -1,0 +1,48 @@
+import json
+import subprocess
+import sys
+
+from datalens_lib import cli
+from datalens_lib.data import registry
+
+
+def test_privacy_json_max_queries(capsys):
+    assert cli.main(["privacy", "--k", "200", "--sigma", "5000", "--delta", "1e-5",
+                     "--epsilon", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["paper"] == 1300 and out["rdp"] > 1300 and out["pld"] > out["rdp"]
+
+
+def test_privacy_epsilon_for_queries(capsys):
+    assert cli.main(["privacy", "--k", "200", "--sigma", "5000", "--queries", "1290",
+                     "--json", "--conversion", "paper"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert list(out) == ["paper"] and 0.99 < out["paper"] <= 1.0
+
+
+def test_privacy_sigma_for_target(capsys):
+    assert cli.main(["privacy", "--k", "200", "--queries", "1300", "--epsilon", "1",
+                     "--conversion", "paper", "--json"]) == 0
+    assert 4990 < json.loads(capsys.readouterr().out)["paper"] <= 5000
+
+
+def test_privacy_bad_input_exit_code(capsys):
+    assert cli.main(["privacy", "--k", "200", "--sigma", "-1", "--epsilon", "1"]) == 2
+    assert "sigma must be" in capsys.readouterr().err
+
+
+def test_data_check_missing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(registry, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(registry, "SYSTEM_DATA_DIR", tmp_path / "none")
+    monkeypatch.setenv("DATALENS_DATA_DIR", str(tmp_path))
+    assert cli.main(["data", "check", "cifar10"]) == 1
+    assert "cifar10" in capsys.readouterr().err
+    assert cli.main(["data", "list"]) == 0
+    assert "not found" in capsys.readouterr().out
+
+
+def test_console_script_installed():
+    r = subprocess.run([sys.executable, "-m", "datalens_lib.cli", "privacy", "--k", "200",
+                        "--sigma", "5000", "--epsilon", "1", "--json"],
+                       capture_output=True, text=True, check=True)
+    assert json.loads(r.stdout)["paper"] == 1300

@@ -1,0 +1,246 @@
+import dataclasses
+import gzip
+import hashlib
+import pickle
+import urllib.error
+
+import numpy as np
+import pytest
+from conftest import real_dataset_dir, write_idx
+from PIL import Image
+
+from datalens_lib.data import (
+    DatasetFileError,
+    DatasetNotFoundError,
+    candidate_dirs,
+    fetch_dataset,
+    load_dataset,
+    parse_idx,
+    read_idx,
+    registry,
+    resolve_dataset_dir,
+)
+
+# ---------------------------------------------------------------- IDX
+
+
+def test_idx_roundtrip_gz_and_raw(tmp_path):
+    arr = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
+    raw = write_idx(tmp_path / "a.gz", arr)
+    write_idx(tmp_path / "a", arr, compress=False)
+    np.testing.assert_array_equal(read_idx(tmp_path / "a.gz"), arr)
+    np.testing.assert_array_equal(read_idx(tmp_path / "a"), arr)
+    sha = hashlib.sha256(raw).hexdigest()
+    np.testing.assert_array_equal(read_idx(tmp_path / "a.gz", sha256=sha), arr)
+
+
+def test_idx_checksum_mismatch_names_file(tmp_path):
+    write_idx(tmp_path / "x.gz", np.zeros((2, 2), np.uint8))
+    with pytest.raises(DatasetFileError, match=r"checksum mismatch for .*x\.gz"):
+        read_idx(tmp_path / "x.gz", sha256="0" * 64)
+
+
+def test_idx_truncated_and_bad_magic(tmp_path):
+    raw = write_idx(tmp_path / "t", np.ones((4, 5), np.uint8), compress=False)
+    (tmp_path / "t").write_bytes(raw[:-3])
+    with pytest.raises(DatasetFileError, match="truncated"):
+        read_idx(tmp_path / "t")
+    with pytest.raises(DatasetFileError, match="magic"):
+        parse_idx(b"\x01\x02\x03\x04rest")
+    # a truncated gzip stream
+    gz = gzip.compress(raw)
+    (tmp_path / "t.gz").write_bytes(gz[: len(gz) // 2])
+    with pytest.raises(DatasetFileError, match="truncated or corrupt"):
+        read_idx(tmp_path / "t.gz")
+
+
+def test_idx_missing_file(tmp_path):
+    with pytest.raises(DatasetFileError, match="not found"):
+        read_idx(tmp_path / "nope.gz")
+
+
+# ---------------------------------------------------------------- lookup order
+
+
+def _fake_mnist(folder, n=6, value=0):
+    folder.mkdir(parents=True, exist_ok=True)
+    shas = {}
+    for name, shape in (("train-images-idx3-ubyte", (n, 28, 28)),
+                        ("train-labels-idx1-ubyte", (n,)),
+                        ("t10k-images-idx3-ubyte", (n // 2, 28, 28)),
+                        ("t10k-labels-idx1-ubyte", (n // 2,))):
+        arr = np.full(shape, value, np.uint8)
+        if "labels" in name:
+            arr = np.arange(shape[0], dtype=np.uint8) % 10
+        shas[name] = hashlib.sha256(write_idx(folder / f"{name}.gz", arr)).hexdigest()
+    return shas
+
+
+def test_lookup_order(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "REPO_ROOT", tmp_path / "repo")
+    monkeypatch.setattr(registry, "SYSTEM_DATA_DIR", tmp_path / "system")
+    monkeypatch.delenv("DATALENS_DATA_DIR", raising=False)
+    with pytest.raises(DatasetNotFoundError, match="datalens data fetch mnist"):
+        resolve_dataset_dir("mnist")
+    _fake_mnist(tmp_path / "system" / "mnist")
+    assert resolve_dataset_dir("mnist") == tmp_path / "system" / "mnist"
+    _fake_mnist(tmp_path / "repo" / "data" / "raw" / "mnist")
+    assert resolve_dataset_dir("mnist") == tmp_path / "repo" / "data" / "raw" / "mnist"
+    _fake_mnist(tmp_path / "env" / "mnist")
+    monkeypatch.setenv("DATALENS_DATA_DIR", str(tmp_path / "env"))
+    assert resolve_dataset_dir("mnist") == tmp_path / "env" / "mnist"
+    _fake_mnist(tmp_path / "explicit")
+    assert resolve_dataset_dir("mnist", tmp_path / "explicit") == tmp_path / "explicit"
+    assert candidate_dirs("mnist")[0] == tmp_path / "env" / "mnist"
+
+
+def test_fake_mnist_fails_checksum_but_loads_unverified(tmp_path):
+    _fake_mnist(tmp_path / "m", value=255)
+    with pytest.raises(DatasetFileError, match="checksum mismatch"):
+        load_dataset("mnist", tmp_path / "m")
+    ds = load_dataset("mnist", tmp_path / "m", verify=False)
+    assert ds.x_train.dtype == np.float32 and ds.x_train.shape == (6, 1, 28, 28)
+    assert ds.x_train.max() == 1.0 and ds.y_train.dtype == np.int64
+
+
+def test_unknown_dataset():
+    with pytest.raises(ValueError, match="unknown dataset 'svhn'"):
+        load_dataset("svhn")
+
+
+# ---------------------------------------------------------------- real data
+
+
+@pytest.mark.parametrize("name", ["mnist", "fashion-mnist"])
+def test_real_idx_datasets(name):
+    ds = load_dataset(name, real_dataset_dir(name))
+    assert ds.x_train.shape == (60000, 1, 28, 28) and ds.x_test.shape == (10000, 1, 28, 28)
+    assert ds.x_train.dtype == np.float32 and ds.y_train.dtype == np.int64
+    assert 0.0 <= ds.x_train.min() and ds.x_train.max() == 1.0
+    counts = np.bincount(ds.y_train, minlength=10).tolist()
+    if name == "mnist":
+        assert counts == [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
+    else:
+        assert counts == [6000] * 10
+
+
+# ---------------------------------------------------------------- CelebA / Places / CIFAR
+
+
+def _jpg(path, color, size=(40, 50)):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", size, color).save(path)
+
+
+def _celeba(root, rows):
+    names = ["Black_Hair", "Blond_Hair", "Brown_Hair", "Male", "Smiling"]
+    lines = [str(len(rows)), " ".join(names)]
+    part = []
+    for i, (vec, split) in enumerate(rows):
+        fname = f"{i + 1:06d}.jpg"
+        _jpg(root / "img_align_celeba" / fname, (10 * i, 0, 0))
+        lines.append(fname + " " + " ".join(str(v) for v in vec))
+        part.append(f"{fname} {split}")
+    (root / "list_attr_celeba.txt").write_text("\n".join(lines) + "\n")
+    (root / "list_eval_partition.txt").write_text("\n".join(part) + "\n")
+
+
+CELEBA_ROWS = [
+    ([1, -1, -1, 1, 1], 0),    # black, male, train
+    ([-1, 1, -1, -1, 1], 0),   # blond, female, train
+    ([-1, -1, 1, 1, -1], 0),   # brown, male, train
+    ([1, 1, -1, -1, -1], 0),   # two hair colours: not in hair set
+    ([-1, -1, -1, -1, 1], 1),  # validation: unused
+    ([-1, -1, 1, -1, 1], 2),   # brown, female, test
+    ([1, -1, -1, 1, -1], 2),   # black, male, test
+]
+
+
+def test_celeba_gender_and_hair(tmp_path):
+    _celeba(tmp_path / "celeba", CELEBA_ROWS)
+    g = load_dataset("celeba-gender", tmp_path / "celeba")
+    assert g.x_train.shape == (4, 3, 64, 64) and g.x_test.shape == (2, 3, 64, 64)
+    assert g.y_train.tolist() == [1, 0, 1, 0] and g.y_test.tolist() == [0, 1]
+    h = load_dataset("celeba-hair", tmp_path / "celeba")
+    assert h.y_train.tolist() == [0, 1, 2] and h.y_test.tolist() == [2, 0]
+    assert h.x_train.dtype == np.float32 and h.num_classes == 3
+    u8 = load_dataset("celeba-hair", tmp_path / "celeba", as_uint8=True)
+    assert u8.x_train.dtype == np.uint8 and u8.x_train[1, 0].max() == 10  # red channel of #2
+
+
+def test_celeba_truncated_attributes(tmp_path):
+    _celeba(tmp_path / "c", CELEBA_ROWS)
+    attr = tmp_path / "c" / "list_attr_celeba.txt"
+    attr.write_text("\n".join(attr.read_text().splitlines()[:-2]) + "\n")
+    with pytest.raises(DatasetFileError, match="truncated"):
+        load_dataset("celeba-gender", tmp_path / "c")
+
+
+def test_celeba_missing_is_clear(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(registry, "SYSTEM_DATA_DIR", tmp_path / "sys")
+    monkeypatch.delenv("DATALENS_DATA_DIR", raising=False)
+    with pytest.raises(DatasetNotFoundError, match="img_align_celeba"):
+        load_dataset("celeba-gender")
+    with pytest.raises(DatasetNotFoundError, match="cannot be downloaded"):
+        fetch_dataset("celeba-hair", tmp_path / "x")
+
+
+def test_places365(tmp_path):
+    for split, n in (("train", 3), ("test", 1)):
+        for ci, cls in enumerate(("beach", "forest", "street")):
+            for j in range(n):
+                _jpg(tmp_path / "p" / split / cls / f"{j}.jpg", (0, 80 * ci, 0), (80, 60))
+    ds = load_dataset("places365", tmp_path / "p")
+    assert ds.class_names == ("beach", "forest", "street")
+    assert ds.x_train.shape == (9, 3, 64, 64) and ds.y_test.tolist() == [0, 1, 2]
+    assert abs(float(ds.x_train[8, 1].mean()) - 160 / 255) < 0.01
+    import shutil
+    shutil.rmtree(tmp_path / "p" / "train" / "street")
+    with pytest.raises(DatasetFileError, match="differ"):
+        load_dataset("places365", tmp_path / "p")
+
+
+def _cifar(root, n=4):
+    base = root / "cifar-10-batches-py"
+    base.mkdir(parents=True)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        data = np.full((n, 3072), 7, np.uint8)
+        data[:, :1024] = 200  # red plane
+        with open(base / name, "wb") as fh:
+            pickle.dump({b"data": data, b"labels": list(range(n))}, fh)
+
+
+def test_cifar10(tmp_path):
+    _cifar(tmp_path / "c")
+    ds = load_dataset("cifar10", tmp_path / "c")
+    assert ds.x_train.shape == (20, 3, 32, 32) and ds.x_test.shape == (4, 3, 32, 32)
+    assert np.allclose(ds.x_train[:, 0], 200 / 255) and np.allclose(ds.x_train[:, 2], 7 / 255)
+    (tmp_path / "c" / "cifar-10-batches-py" / "test_batch").write_bytes(b"garbage")
+    with pytest.raises(DatasetFileError, match="test_batch"):
+        load_dataset("cifar10", tmp_path / "c")
+
+
+# ---------------------------------------------------------------- fetch
+
+
+def test_fetch_offline_message(tmp_path, monkeypatch):
+    def refuse(*a, **k):
+        raise urllib.error.URLError("network unreachable")
+    monkeypatch.setattr(registry.urllib.request, "urlopen", refuse)
+    with pytest.raises(DatasetNotFoundError, match="offline"):
+        fetch_dataset("mnist", tmp_path / "m")
+    assert not list((tmp_path / "m").glob("*.gz"))  # nothing half-written
+
+
+def test_fetch_from_mirror_verifies_checksums(tmp_path, monkeypatch):
+    shas = _fake_mnist(tmp_path / "mirror")
+    spec = dataclasses.replace(registry.REGISTRY["mnist"],
+                               urls=((tmp_path / "mirror").as_uri() + "/",), checksums=shas)
+    monkeypatch.setitem(registry.REGISTRY, "mnist", spec)
+    folder = fetch_dataset("mnist", tmp_path / "dest")
+    assert sorted(p.name for p in folder.iterdir()) == sorted(f"{n}.gz" for n in shas)
+    bad = dict(shas, **{"t10k-labels-idx1-ubyte": "f" * 64})
+    monkeypatch.setitem(registry.REGISTRY, "mnist", dataclasses.replace(spec, checksums=bad))
+    with pytest.raises(DatasetFileError, match="wrong SHA-256"):
+        fetch_dataset("mnist", tmp_path / "dest2")

@@ -1,0 +1,190 @@
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+from dp_accounting import rdp
+from scipy.stats import norm
+
+from datalens_lib.privacy import (
+    PAPER_ORDERS,
+    TopAggAccountant,
+    data_dependent_rdp,
+    noise_multiplier,
+    outcome_log_probs,
+    rdp_to_epsilon_paper,
+    topagg_epsilon,
+    topagg_log_q_tilde,
+    topagg_max_queries,
+    topagg_rdp,
+    topagg_sigma_for_queries,
+)
+
+
+@pytest.mark.parametrize("k,sigma", [(200, 5000.0), (350, 900.0), (1, 3.0)])
+def test_closed_form_equals_dp_accounting_rdp_curve(k, sigma):
+    orders = [1.5, 2.0, 7.0, 32.0, 199.0]
+    acc = rdp.RdpAccountant(orders=orders)
+    acc.compose(dp_accounting.GaussianDpEvent(noise_multiplier(k, sigma)), 77)
+    # dp-accounting exposes the composed curve only as the private `_rdp`
+    np.testing.assert_allclose(acc._rdp, 77 * topagg_rdp(orders, k, sigma), rtol=1e-12)
+
+
+def test_paper_mnist_eps1_budget_is_1300_queries():
+    eps = [topagg_epsilon(t, 200, 5000.0, 1e-5) for t in (1300, 1301)]
+    assert eps[0] <= 1.0 < eps[1]
+    assert topagg_max_queries(1.0, 200, 5000.0, 1e-5) == 1300
+    # the official run stops after 86 generator steps of 15 queries
+    assert 86 * 15 <= 1300 < 87 * 15
+
+
+def test_paper_conversion_by_hand():
+    t, k, s, d = 500, 300, 800.0, 1e-5
+    by_hand = min(t * 2 * k * lam / s**2 + math.log(1 / d) / (lam - 1) for lam in PAPER_ORDERS)
+    assert topagg_epsilon(t, k, s, d) == pytest.approx(by_hand, rel=1e-12)
+
+
+@pytest.mark.parametrize("k,sigma,eps", [(200, 5000.0, 1.0), (300, 800.0, 10.0),
+                                         (700, 9000.0, 1.0), (200, 5000.0, 0.2)])
+def test_conversions_ordered(k, sigma, eps):
+    t = {c: topagg_max_queries(eps, k, sigma, 1e-5, c) for c in ("paper", "rdp", "pld")}
+    assert t["pld"] > t["rdp"] > t["paper"] > 0
+    for c, n in t.items():
+        assert topagg_epsilon(n, k, sigma, 1e-5, c) <= eps < topagg_epsilon(n + 1, k, sigma,
+                                                                            1e-5, c)
+
+
+def test_epsilon_monotone_and_zero_queries():
+    e = [topagg_epsilon(t, 200, 5000.0, 1e-5) for t in range(0, 2000, 97)]
+    assert e[0] == 0.0 and all(a < b for a, b in zip(e, e[1:], strict=False))
+
+
+@pytest.mark.parametrize("conversion", ["paper", "rdp", "pld"])
+def test_sigma_for_queries(conversion):
+    s = topagg_sigma_for_queries(1290, 1.0, 200, 1e-5, conversion)
+    assert topagg_epsilon(1290, 200, s, 1e-5, conversion) <= 1.0
+    assert topagg_epsilon(1290, 200, s * (1 - 1e-4), 1e-5, conversion) > 1.0
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(epsilon=0.0), "epsilon"), (dict(epsilon=-1.0), "epsilon"),
+    (dict(delta=0.0), "delta"), (dict(delta=1.0), "delta"), (dict(delta=1.5), "delta"),
+    (dict(sigma=0.0), "sigma"), (dict(sigma=-3.0), "sigma"), (dict(sigma=math.nan), "sigma"),
+    (dict(k=0), "k"), (dict(k=2.5), "k"), (dict(k=True), "k"),
+    (dict(conversion="gdp"), "conversion"),
+])
+def test_bad_inputs(kwargs, match):
+    args = dict(epsilon=1.0, k=200, sigma=5000.0, delta=1e-5, conversion="paper") | kwargs
+    with pytest.raises(ValueError, match=match):
+        topagg_max_queries(**args)
+    if "epsilon" not in kwargs:
+        with pytest.raises(ValueError, match=match):
+            topagg_epsilon(10, args["k"], args["sigma"], args["delta"], args["conversion"])
+
+
+@pytest.mark.parametrize("t", [-1, 1.5])
+def test_bad_query_count(t):
+    with pytest.raises(ValueError, match="queries"):
+        topagg_epsilon(t, 200, 5000.0, 1e-5)
+
+
+# ---------------------------------------------------------------- data-dependent
+
+
+def test_outcome_probabilities_exact():
+    f = np.array([-700.0, 0.0, 300.0, 2900.0])
+    lp = np.exp(outcome_log_probs(f, 500.0, 400.0))
+    np.testing.assert_allclose(lp.sum(-1), 1.0, rtol=1e-12)
+    np.testing.assert_allclose(lp[:, 0], norm.sf(400.0, loc=f, scale=500.0), rtol=1e-12)
+    np.testing.assert_allclose(lp[:, 1], norm.cdf(-400.0, loc=f, scale=500.0), rtol=1e-12)
+
+
+def test_q_tilde_matches_monte_carlo():
+    rng = np.random.default_rng(0)
+    f = np.array([0.0, 50.0, 120.0, -90.0, 10.0])
+    sigma, beta, n = 30.0, 0.2, 400  # threshold 80
+    noisy = f + sigma * rng.standard_normal((200_000, f.size))
+    out = (noisy >= 80).astype(int) - (noisy <= -80).astype(int)
+    mode = np.array([0, 0, 1, -1, 0])
+    q_mc = np.mean(np.any(out != mode, axis=1))
+    q = math.exp(float(topagg_log_q_tilde(f, sigma, beta, n)))
+    assert abs(q - q_mc) < 5 * math.sqrt(q_mc * (1 - q_mc) / 200_000)
+
+
+def test_q_tilde_is_one_for_paper_mnist_setting():
+    rng = np.random.default_rng(0)
+    votes = rng.integers(-300, 300, size=(15, 784))
+    lq = topagg_log_q_tilde(votes, 5000.0, 0.7, 4000)
+    assert lq.shape == (15,) and np.all(np.isfinite(lq)) and np.all(lq > -1e-6)
+    dd = data_dependent_rdp(float(lq[0]), PAPER_ORDERS, 200, 5000.0)
+    np.testing.assert_array_equal(dd, topagg_rdp(PAPER_ORDERS, 200, 5000.0))
+
+
+def test_q_tilde_high_dimension_no_underflow():
+    votes = np.full((2, 12288), 3000.0)
+    votes[1] = 0.0
+    lq = topagg_log_q_tilde(votes, 300.0, 0.5, 4000)  # threshold 2000
+    assert np.all(np.isfinite(lq))
+    # zero votes: a coordinate leaves 0 only if noise crosses +-2000 (6.7 sigma): q~ is tiny
+    assert lq[1] == pytest.approx(math.log(12288 * 2 * norm.cdf(-2000 / 300)), rel=1e-4)
+    # votes 3000: each coordinate misses +1 with probability Phi(-3.33): q~ is close to 1
+    log_keep = 12288 * math.log1p(-norm.cdf(-1000 / 300))
+    assert lq[0] == pytest.approx(math.log(-math.expm1(log_keep)), rel=1e-6)
+
+
+def _theorem6_direct(q, lam, mu1, mu2, e1, e2):
+    a = (1 - q) / (1 - (q * math.exp(e2)) ** ((mu2 - 1) / mu2))
+    b = math.exp(e1) / q ** (1 / (mu1 - 1))
+    return math.log((1 - q) * a ** (lam - 1) + q * b ** (lam - 1)) / (lam - 1)
+
+
+def test_data_dependent_bound_matches_theorem_and_never_looser():
+    k, sigma = 1, 3.0
+    var = sigma**2 / (2 * k)
+    orders = np.array([2.0, 3.0, 5.0])
+    independent = topagg_rdp(orders, k, sigma)
+    for log_q in (-0.01, -1.0, -5.0, -20.0, -60.0):
+        dd = data_dependent_rdp(log_q, orders, k, sigma)
+        assert np.all(dd <= independent)
+        mu2 = math.sqrt(var * -log_q)
+        mu1 = mu2 + 1
+        if mu2 > 1 and -log_q > mu2 / var:
+            direct = [min(_theorem6_direct(math.exp(log_q), lam, mu1, mu2, mu1 / var,
+                                           mu2 / var), lam / var) if lam <= mu1
+                      else lam / var for lam in orders]
+            np.testing.assert_allclose(dd, direct, rtol=1e-6, atol=1e-12)
+    assert np.all(data_dependent_rdp(-60.0, orders, k, sigma) < independent)
+
+
+def test_data_dependent_rejects_positive_log_q():
+    with pytest.raises(ValueError, match="log q"):
+        data_dependent_rdp(0.1, PAPER_ORDERS, 200, 5000.0)
+
+
+# ---------------------------------------------------------------- running accountant
+
+
+def test_accountant_tracks_queries_and_roundtrips():
+    acc = TopAggAccountant(200, 5000.0, 1e-5)
+    acc.add_queries(1000)
+    rng = np.random.default_rng(0)
+    acc.add_votes(rng.integers(-300, 300, size=(15, 784)), beta=0.7, n_teachers=4000)
+    assert acc.queries == 1015
+    assert acc.epsilon() == pytest.approx(topagg_epsilon(1015, 200, 5000.0, 1e-5))
+    assert acc.data_dependent_epsilon() == pytest.approx(acc.epsilon(), rel=1e-9)
+    assert acc.epsilon_if(285) <= 1.0 < acc.epsilon_if(286)
+    clone = TopAggAccountant.from_state_dict(acc.state_dict())
+    assert clone.epsilon("rdp") == acc.epsilon("rdp")
+
+
+def test_accountant_data_dependent_tighter_with_consensus():
+    acc = TopAggAccountant(1, 3.0, 1e-5)
+    votes = np.zeros((5, 4))
+    votes[:, 0] = 100.0  # all 100 teachers agree on coordinate 0, far above the threshold
+    acc.add_votes(votes, beta=0.5, n_teachers=100)
+    assert acc.data_dependent_epsilon() < acc.epsilon()
+
+
+def test_paper_conversion_helper_validates_delta():
+    with pytest.raises(ValueError, match="delta"):
+        rdp_to_epsilon_paper(np.ones(3), [2, 3, 4], 0.0)
