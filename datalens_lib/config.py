@@ -1,0 +1,111 @@
+"""Run configurations: one JSON file per paper setting in ``datalens_lib/configs/``, each with
+``paper``, ``cpu`` and ``smoke`` profiles that override its ``base`` settings."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from importlib import resources
+from typing import Any
+
+from ._validate import choice, nonneg_float, positive_float, positive_int, probability_open
+
+PROFILES = ("smoke", "cpu", "paper")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything a DataLens run (paper Alg. 1) depends on."""
+
+    dataset: str
+    epsilon: float
+    delta: float = 1e-5
+    teachers: int = 4000
+    k: int = 200
+    sigma: float = 5000.0
+    beta: float = 0.7
+    c: float | None = 1e-5
+    z_dim: int = 50
+    batch_cap: int = 30  # batch = min(batch_cap, partition size)
+    d_step: int = 2
+    pretrain_teacher: int = 10
+    lr_teacher: float = 1e-3
+    lr_generator: float = 1e-3
+    gamma: float = 1e-3  # x_hat = G(z) + gamma * g_bar
+    normalize: str = "paper"
+    stochastic: bool = True
+    threshold: bool = True
+    conversion: str = "paper"
+    max_steps: int | None = None  # cap on generator steps (None: until the budget is spent)
+    train_limit: int | None = None  # use only the first records of the training set
+    n_samples: int = 100_000
+    chunk: int = 32
+    # how the fakes each teacher trains on are made: "per_teacher" = G(z, y_teacher) with the
+    # teacher's own BatchNorm statistics (official); "class_table" = G(z_j, c) for every class
+    # c once per step, BatchNorm over that table, looked up by label (cheaper approximation)
+    teacher_fakes: str = "per_teacher"
+    moment_dtype: str = "float32"
+    data_dependent: bool = True  # also track the data-dependent bound (not a DP release)
+    eval_epochs: int = 600
+    eval_lr: float = 2e-3
+    eval_batch_size: int = 512
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        positive_float("epsilon", self.epsilon)
+        probability_open("delta", self.delta)
+        positive_int("teachers", self.teachers)
+        positive_int("k", self.k)
+        positive_float("sigma", self.sigma)
+        nonneg_float("beta", self.beta)
+        if self.c is not None:
+            positive_float("c", self.c)
+        for name in ("z_dim", "batch_cap", "d_step", "n_samples", "chunk", "eval_epochs",
+                     "eval_batch_size"):
+            positive_int(name, getattr(self, name))
+        positive_int("pretrain_teacher", self.pretrain_teacher, minimum=0)
+        for name in ("lr_teacher", "lr_generator", "gamma", "eval_lr"):
+            positive_float(name, getattr(self, name))
+        choice("normalize", self.normalize, ("paper", "official"))
+        choice("conversion", self.conversion, ("paper", "rdp", "pld"))
+        choice("moment_dtype", self.moment_dtype, ("float32", "bfloat16"))
+        choice("teacher_fakes", self.teacher_fakes, ("per_teacher", "class_table"))
+        if self.max_steps is not None:
+            positive_int("max_steps", self.max_steps)
+        if self.train_limit is not None:
+            positive_int("train_limit", self.train_limit)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown config keys: {sorted(unknown)}")
+        return cls(**d)
+
+    def with_overrides(self, **kw: Any) -> TrainConfig:
+        return replace(self, **kw)
+
+
+def available_configs() -> list[str]:
+    files = resources.files("datalens_lib") / "configs"
+    return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".json"))
+
+
+def load_config(name: str, profile: str = "paper", **overrides: Any) -> TrainConfig:
+    """Config ``name`` (e.g. ``mnist-eps1``) at ``profile`` with optional overrides."""
+    choice("profile", profile, PROFILES)
+    if name not in available_configs():
+        raise ValueError(f"unknown config {name!r}; available: {', '.join(available_configs())}")
+    raw = json.loads((resources.files("datalens_lib") / "configs" / f"{name}.json").read_text())
+    merged = dict(raw["base"])
+    prof = dict(raw["profiles"].get(profile, {}))
+    notes = [raw.get("notes", ""), prof.pop("changes", "")]
+    merged.update(prof)
+    merged["notes"] = " ".join(n for n in notes if n)
+    merged.update(overrides)
+    return TrainConfig.from_dict(merged)

@@ -1,0 +1,315 @@
+"""DataLens training (paper Algorithm 1), as the official code runs it.
+
+Per generator step ("epoch" in the official code):
+
+1. every teacher takes ``d_step`` Adam steps (``pretrain_teacher`` on the first step) on its
+   fixed real batch and on fakes G(z, y_teacher) conditioned on its own real labels;
+2. B = min(30, partition size) synthetic samples G(z, y) with uniform random labels are the
+   B TopAgg queries: each teacher's signal is -d/dx of its batch-mean BCE(D(x), 1);
+3. TopAgg (Alg. 3) returns g_bar in {-1, 0, 1}^d per query; x_hat = G(z) + gamma g_bar, and
+   the generator takes an Adam step on sum (G(z) - x_hat)^2.
+
+Privacy: each query is (lambda, 2 k lambda / sigma^2)-RDP (sensitivity 2 sqrt(k), Lemma 1);
+training stops before the step whose B queries would push epsilon (``conversion``) past the
+budget. Teachers see disjoint partitions (``data.partition``), so one record affects one
+teacher's votes only.
+
+Runs checkpoint every ``checkpoint_every`` steps (temp file + rename) and ``resume=True``
+continues from the last checkpoint with the same RNG streams, ending with the same result as an
+uninterrupted run (the same samples and privacy ledger; float32 CPU kernels are not bitwise
+reproducible across processes, so teacher losses may differ at ~1e-7 between any two runs).
+A run is complete when ``run.json`` says ``"status": "complete"``; it is written last, after
+``samples.npz``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from .aggregation import noisy_threshold, vote_sum
+from .config import TrainConfig
+from .data import load_dataset, partition
+from .ensemble import TeacherEnsemble
+from .models import Generator
+from .privacy import TopAggAccountant
+from .provenance import atomic_save, atomic_write_json, peak_rss_gib, provenance
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """``auto`` picks CUDA when available, else CPU; ``cuda`` fails clearly without a GPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for but torch sees no GPU")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    return torch.device(device)
+
+
+@dataclass
+class _State:
+    step: int = 0
+    teacher_steps: int = 0
+    elapsed: float = 0.0
+
+
+class DataLensTrainer:
+    """Trains a student generator with a teacher ensemble and TopAgg; see module doc."""
+
+    def __init__(self, cfg: TrainConfig, out_dir: str | Path, *, seed: int = 0,
+                 device: str = "auto", data_dir: str | Path | None = None,
+                 checkpoint_every: int = 10, progress: bool = True, profile: str = "custom"):
+        self.cfg, self.out = cfg, Path(out_dir)
+        self.seed, self.profile = int(seed), profile
+        self.device = resolve_device(device)
+        self.checkpoint_every = int(checkpoint_every)
+        self.progress = progress
+        ds = load_dataset(cfg.dataset, data_dir)
+        x, y = ds.x_train, ds.y_train
+        if cfg.train_limit is not None:
+            x, y = x[: cfg.train_limit], y[: cfg.train_limit]
+        self.shape, self.y_dim = ds.shape, ds.num_classes
+        self.d = int(np.prod(self.shape))
+        self.parts = torch.from_numpy(partition(y, cfg.teachers, self.seed)).to(self.device)
+        self.per_teacher = self.parts.shape[1]
+        self.batch = min(cfg.batch_cap, self.per_teacher)
+        self.batches_per_epoch = self.per_teacher // self.batch
+        self.x = torch.from_numpy(x).to(self.device)
+        self.y = torch.from_numpy(y).to(self.device)
+
+        self.gen_cpu = torch.Generator().manual_seed(self.seed)
+        self.gen_dev = torch.Generator(device=self.device).manual_seed(self.seed + 1)
+        torch.manual_seed(self.seed + 2)
+        self.G = Generator(cfg.z_dim, self.y_dim, self.shape).to(self.device)
+        self.g_opt = torch.optim.Adam(self.G.parameters(), lr=cfg.lr_generator,
+                                      betas=(0.5, 0.999))
+        moment = torch.bfloat16 if cfg.moment_dtype == "bfloat16" else None
+        self.ens = TeacherEnsemble(cfg.teachers, self.y_dim, self.shape, chunk=cfg.chunk,
+                                   lr=cfg.lr_teacher, moment_dtype=moment, device=self.device,
+                                   generator=torch.Generator().manual_seed(self.seed + 3))
+        self.acc = TopAggAccountant(cfg.k, cfg.sigma, cfg.delta)
+        self.state = _State()
+        self.history: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ one generator step
+
+    def _onehot(self, y: torch.Tensor) -> torch.Tensor:
+        return F.one_hot(y, self.y_dim).to(torch.float32)
+
+    def _train_teachers(self, z: torch.Tensor) -> float:
+        cfg, st = self.cfg, self.state
+        n_steps = cfg.pretrain_teacher if st.step == 0 and cfg.pretrain_teacher else cfg.d_step
+        b0 = (st.step % self.batches_per_epoch) * self.batch
+        losses = []
+        table = None
+        if cfg.teacher_fakes == "class_table":
+            with torch.no_grad():  # [Y, B, C, H, W]: G(z_j, c) for every class c
+                labels = torch.arange(self.y_dim, device=self.device).repeat_interleave(
+                    self.batch)
+                table = self.G(z.repeat(self.y_dim, 1), self._onehot(labels)).view(
+                    self.y_dim, self.batch, *self.shape)
+        cols = torch.arange(self.batch, device=self.device)
+        for sl in self.ens.slices():
+            idx = self.parts[sl, b0: b0 + self.batch]
+            n = idx.shape[0]
+            x_real, y_real = self.x[idx], self.y[idx]
+            if table is not None:
+                fakes = table[y_real, cols[None, :]]
+            else:
+                with torch.no_grad():
+                    fakes = self.G(z.repeat(n, 1), self._onehot(y_real.reshape(-1)), groups=n)
+                fakes = fakes.view(n, self.batch, *self.shape)
+            for j in range(n_steps):
+                loss = self.ens.train_step(sl, x_real, fakes, y_real, st.teacher_steps + j + 1)
+            losses.append(loss)
+        st.teacher_steps += n_steps
+        return float(torch.cat(losses).mean())
+
+    def _generator_step(self, z: torch.Tensor) -> dict[str, Any]:
+        cfg = self.cfg
+        y_q = torch.randint(0, self.y_dim, (self.batch,), generator=self.gen_cpu).to(self.device)
+        x_q = self.G(z, self._onehot(y_q))
+        votes = torch.zeros(self.batch, self.d, device=self.device)
+        for sl in self.ens.slices():
+            grads = self.ens.query_gradients(sl, x_q, y_q)
+            votes += vote_sum(grads, cfg.k, cfg.c, self.gen_dev, cfg.normalize, cfg.stochastic)
+        out, noisy = noisy_threshold(votes, cfg.sigma, cfg.beta, cfg.teachers, self.gen_dev,
+                                     cfg.threshold)
+        # without thresholding the noisy sum is scaled to a mean vote (our choice; ablation only)
+        g_bar = (out if cfg.threshold else noisy / cfg.teachers).to(x_q.dtype)
+        x_hat = x_q.detach() + cfg.gamma * g_bar.view_as(x_q)
+        loss = ((x_q - x_hat) ** 2).sum()
+        self.g_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.g_opt.step()
+        log_q = None
+        if cfg.data_dependent and cfg.threshold:
+            log_q = self.acc.add_votes(votes.double().cpu().numpy(), cfg.beta, cfg.teachers)
+        else:
+            self.acc.add_queries(self.batch)
+        return {"agreed_dims": float((out != 0).float().sum(1).mean()) if cfg.threshold
+                else None, "min_log_q": None if log_q is None else float(np.min(log_q))}
+
+    def step(self) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        z = (torch.rand(self.batch, self.cfg.z_dim, generator=self.gen_cpu) * 2 - 1).to(
+            self.device)
+        d_loss = self._train_teachers(z)
+        info = self._generator_step(z)
+        self.state.step += 1
+        dt = time.perf_counter() - t0
+        self.state.elapsed += dt
+        rec = {"step": self.state.step, "queries": self.acc.queries,
+               "epsilon": self.acc.epsilon(self.cfg.conversion), "d_loss": d_loss,
+               "seconds": dt, **info}
+        if self.cfg.data_dependent and self.cfg.threshold:
+            rec["epsilon_data_dependent"] = self.acc.data_dependent_epsilon()
+        self.history.append(rec)
+        return rec
+
+    def can_step(self) -> bool:
+        if self.cfg.max_steps is not None and self.state.step >= self.cfg.max_steps:
+            return False
+        return self.acc.epsilon_if(self.batch, self.cfg.conversion) <= self.cfg.epsilon
+
+    # ------------------------------------------------------------------ checkpoints
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.out / "checkpoint.pt"
+
+    def save_checkpoint(self) -> None:
+        state = {
+            "config": self.cfg.to_dict(), "seed": self.seed, "state": vars(self.state),
+            "G": self.G.state_dict(), "g_opt": self.g_opt.state_dict(),
+            "ensemble": self.ens.state_dict(), "accountant": self.acc.state_dict(),
+            "gen_cpu": self.gen_cpu.get_state(), "gen_dev": self.gen_dev.get_state(),
+            "history": self.history,
+        }
+        atomic_save(self.checkpoint_path, lambda tmp: torch.save(state, tmp))
+
+    def load_checkpoint(self) -> bool:
+        if not self.checkpoint_path.exists():
+            return False
+        st = torch.load(self.checkpoint_path, map_location=self.device, weights_only=False)
+        if st["config"] != self.cfg.to_dict() or st["seed"] != self.seed:
+            raise ValueError(f"{self.checkpoint_path} was written by a different config or "
+                             "seed; use another --out or delete it")
+        self.state = _State(**st["state"])
+        self.G.load_state_dict(st["G"])
+        self.g_opt.load_state_dict(st["g_opt"])
+        self.ens.load_state_dict(st["ensemble"])
+        self.acc = TopAggAccountant.from_state_dict(st["accountant"])
+        self.gen_cpu.set_state(st["gen_cpu"])
+        self.gen_dev.set_state(st["gen_dev"])
+        self.history = st["history"]
+        return True
+
+    # ------------------------------------------------------------------ the whole run
+
+    @torch.no_grad()
+    def sample(self, n: int, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """n synthetic images with uniform random labels, generated in batches of B (BatchNorm
+        in training mode, as during training and in the official sampler)."""
+        labels = torch.randint(0, self.y_dim, (n,), generator=generator)
+        xs = []
+        groups_per_call = 64
+        per_call = self.batch * groups_per_call
+        for s in range(0, n, per_call):
+            y = labels[s: s + per_call]
+            m = len(y)
+            g = max(1, m // self.batch) if m % self.batch == 0 else 1
+            z = torch.rand(m, self.cfg.z_dim, generator=generator) * 2 - 1
+            x = self.G(z.to(self.device), self._onehot(y.to(self.device)), groups=g)
+            xs.append(x.cpu().to(torch.float16))
+        return torch.cat(xs).numpy(), labels.numpy().astype(np.int64)
+
+    def run(self, resume: bool = False, stop_after: int | None = None) -> dict[str, Any]:
+        """Train until the privacy budget (or ``max_steps``) is reached, then write
+        ``samples.npz`` and ``run.json``. ``stop_after`` ends this call early after that many
+        new steps (an interruption; the checkpoint is kept) and returns a partial record."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        if (self.out / "run.json").exists() and not resume:
+            raise FileExistsError(f"{self.out} already holds a finished run; pass resume=True "
+                                  "to reuse it or choose another output folder")
+        resumed = resume and self.load_checkpoint()
+        t_start = time.perf_counter()
+        done_here = 0
+        bar = tqdm(total=self.cfg.max_steps, initial=self.state.step, disable=not self.progress,
+                   desc=f"DataLens {self.cfg.dataset} eps<={self.cfg.epsilon}", unit="step")
+        try:
+            while self.can_step():
+                rec = self.step()
+                done_here += 1
+                bar.update(1)
+                bar.set_postfix(eps=f"{rec['epsilon']:.3f}", d_loss=f"{rec['d_loss']:.3f}")
+                if self.checkpoint_every and self.state.step % self.checkpoint_every == 0:
+                    self.save_checkpoint()
+                if stop_after is not None and done_here >= stop_after:
+                    self.save_checkpoint()
+                    return {"status": "interrupted", "step": self.state.step}
+        finally:
+            bar.close()
+        if self.checkpoint_every:
+            self.save_checkpoint()
+        train_seconds = self.state.elapsed
+        t_sample = time.perf_counter()
+        x, y = self.sample(self.cfg.n_samples, torch.Generator().manual_seed(self.seed + 4))
+        sample_seconds = time.perf_counter() - t_sample
+
+        def _write(tmp: str) -> None:
+            with open(tmp, "wb") as fh:
+                np.savez_compressed(fh, x=x, y=y)
+
+        atomic_save(self.out / "samples.npz", _write)
+        record = self.record(train_seconds, sample_seconds, resumed,
+                             time.perf_counter() - t_start)
+        atomic_write_json(self.out / "run.json", record)
+        return record
+
+    def record(self, train_seconds: float, sample_seconds: float, resumed: bool,
+               wall_this_call: float) -> dict[str, Any]:
+        cfg = self.cfg
+        eps = {c: self.acc.epsilon(c) for c in ("paper", "rdp", "pld")}
+        if cfg.data_dependent and cfg.threshold:
+            eps["data_dependent"] = self.acc.data_dependent_epsilon()
+        rec: dict[str, Any] = {
+            "status": "complete", "config": cfg.to_dict(), "profile": self.profile,
+            "seed": self.seed, "device": str(self.device),
+            "target_epsilon": cfg.epsilon, "delta": cfg.delta, "conversion": cfg.conversion,
+            "epsilon": eps, "steps": self.state.step, "queries": self.acc.queries,
+            "batch": self.batch, "teachers": cfg.teachers, "per_teacher": self.per_teacher,
+            "teacher_parameters": self.ens.num_parameters,
+            "timings": {"train_seconds": train_seconds, "sample_seconds": sample_seconds,
+                        "seconds_per_step": train_seconds / max(1, self.state.step),
+                        "wall_seconds_last_call": wall_this_call},
+            "peak_rss_gib": peak_rss_gib(), "resumed": resumed,
+            "samples": {"file": "samples.npz", "n": cfg.n_samples, "dtype": "float16"},
+            "history": self.history,
+            "privacy": {"mechanism": "TopAgg (paper Alg. 3)",
+                        "sensitivity": "L2 2*sqrt(k) per query (Lemma 1)",
+                        "accountant": "Gaussian RDP 2*k*lambda/sigma^2 per query, composed "
+                                      "over queries (Theorem 3)"},
+        }
+        if self.device.type == "cuda":
+            rec["cuda_peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
+        if cfg.moment_dtype == "bfloat16":
+            rec["note_moments"] = ("teacher Adam moments stored in bfloat16 (parameters "
+                                   "float32) to fit 24 GiB; see datalens_lib.ensemble")
+        rec.update(provenance())
+        return rec
+
+
+def train(config: TrainConfig, out_dir: str | Path, **kw: Any) -> dict[str, Any]:
+    """Convenience wrapper: ``DataLensTrainer(config, out_dir, **kw).run(resume=...)``."""
+    resume = kw.pop("resume", False)
+    stop_after = kw.pop("stop_after", None)
+    return DataLensTrainer(config, out_dir, **kw).run(resume=resume, stop_after=stop_after)

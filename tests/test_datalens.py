@@ -1,0 +1,125 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+from conftest import real_dataset_dir
+
+from datalens_lib import cli
+from datalens_lib.config import TrainConfig, available_configs, load_config
+from datalens_lib.datalens import DataLensTrainer, resolve_device
+from datalens_lib.evaluate import EvalCNN, train_classifier
+from datalens_lib.privacy import topagg_epsilon
+
+
+@pytest.fixture(scope="module")
+def mnist_dir():
+    return real_dataset_dir("mnist")
+
+
+def _trainer(out, mnist_dir, **kw):
+    cfg = load_config("mnist-eps1", "smoke", n_samples=100)
+    return DataLensTrainer(cfg, out, data_dir=mnist_dir, checkpoint_every=1, progress=False,
+                           device="cpu", profile="smoke", **kw)
+
+
+def test_smoke_run_stops_at_budget_and_resumes_identically(tmp_path, mnist_dir):
+    full = _trainer(tmp_path / "a", mnist_dir).run()
+    assert full["status"] == "complete" and full["steps"] == 3 and full["queries"] == 90
+    cfg = load_config("mnist-eps1", "smoke")
+    assert full["epsilon"]["paper"] <= cfg.epsilon
+    assert topagg_epsilon(full["queries"] + 30, cfg.k, cfg.sigma, cfg.delta) > cfg.epsilon
+    assert full["epsilon"]["pld"] < full["epsilon"]["rdp"] < full["epsilon"]["paper"]
+    assert full["epsilon"]["data_dependent"] <= full["epsilon"]["paper"] + 1e-12
+    assert full["git_sha"] is None or len(full["git_sha"]) >= 40
+    assert {"packages", "hardware", "timings", "peak_rss_gib", "seed"} <= set(full)
+
+    interrupted = _trainer(tmp_path / "b", mnist_dir).run(stop_after=1)
+    assert interrupted["status"] == "interrupted"
+    assert not (tmp_path / "b" / "run.json").exists()
+    resumed = _trainer(tmp_path / "b", mnist_dir).run(resume=True)
+    assert resumed["resumed"] and resumed["steps"] == 3
+    a, b = np.load(tmp_path / "a" / "samples.npz"), np.load(tmp_path / "b" / "samples.npz")
+    assert np.array_equal(a["x"], b["x"]) and np.array_equal(a["y"], b["y"])
+    assert a["x"].shape == (100, 1, 28, 28) and a["x"].dtype == np.float16
+    hist_a = [h["epsilon"] for h in full["history"]]
+    assert hist_a == [h["epsilon"] for h in resumed["history"]]
+    # float32 CPU kernels are not bitwise reproducible across processes (two uninterrupted
+    # runs differ at ~1e-7 too); the released samples above are identical
+    assert [h["d_loss"] for h in full["history"]] == pytest.approx(
+        [h["d_loss"] for h in resumed["history"]], rel=1e-5)
+
+    with pytest.raises(FileExistsError):
+        _trainer(tmp_path / "a", mnist_dir).run()
+
+
+def test_checkpoint_from_other_config_is_refused(tmp_path, mnist_dir):
+    _trainer(tmp_path / "c", mnist_dir).run(stop_after=1)
+    cfg = load_config("mnist-eps1", "smoke", n_samples=100, beta=0.2)
+    other = DataLensTrainer(cfg, tmp_path / "c", data_dir=mnist_dir, progress=False,
+                            device="cpu")
+    with pytest.raises(ValueError, match="different config"):
+        other.run(resume=True)
+
+
+def test_class_table_fakes_and_bf16_moments_run(tmp_path, mnist_dir):
+    cfg = load_config("mnist-eps1", "smoke", n_samples=30, teacher_fakes="class_table",
+                      moment_dtype="bfloat16", max_steps=2)
+    rec = DataLensTrainer(cfg, tmp_path / "d", data_dir=mnist_dir, progress=False,
+                          device="cpu").run()
+    assert rec["steps"] == 2 and "note_moments" in rec
+
+
+def test_cli_train_and_evaluate(tmp_path, mnist_dir, monkeypatch, capsys):
+    monkeypatch.setenv("DATALENS_DATA_DIR", str(mnist_dir.parent))
+    out = tmp_path / "run"
+    assert cli.main(["train", "--config", "mnist-eps1", "--profile", "smoke", "--out", str(out),
+                     "--device", "cpu", "--set", "n_samples=60"]) == 0
+    assert "3 steps" in capsys.readouterr().out
+    assert cli.main(["evaluate", str(out), "--epochs", "1", "--device", "cpu"]) == 0
+    res = json.loads((out / "eval-1ep.json").read_text())
+    assert 0.0 <= res["clean"] <= res["paper"] <= 1.0 and res["n_train"] == 60
+    assert cli.main(["evaluate", str(tmp_path / "nothing")]) == 2
+
+
+def test_classifier_learns_separable_data():
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 400)
+    x = rng.random((400, 1, 28, 28)).astype(np.float32) * 0.1
+    x[y == 1, :, :14] += 0.8  # class 1: bright top half
+    res = train_classifier(x[:300], y[:300], x[300:], y[300:], 2, epochs=15, lr=0.05,
+                           batch_size=32, progress=False)
+    assert res["paper"] >= res["clean"] and res["paper"] > 0.9
+    assert len(res["test_accuracy_per_epoch"]) == 15
+    assert EvalCNN((3, 64, 64), 3)(torch.zeros(2, 3, 64, 64)).shape == (2, 3)
+
+
+def test_configs_valid_and_documented():
+    names = available_configs()
+    assert {"mnist-eps1", "mnist-eps10", "fashion-mnist-eps1", "fashion-mnist-eps10",
+            "celeba-gender-eps1", "celeba-hair-eps1", "celeba-gender-eps10",
+            "celeba-hair-eps10"} <= set(names)
+    paper = load_config("mnist-eps1", "paper")
+    assert (paper.teachers, paper.k, paper.sigma, paper.beta, paper.z_dim, paper.c) == (
+        4000, 200, 5000.0, 0.7, 50, 1e-5)
+    assert "k=350" in load_config("mnist-eps10").notes
+    assert load_config("celeba-gender-eps10").c is None
+    assert "cpu:" in load_config("mnist-eps1", "cpu").notes
+    with pytest.raises(ValueError, match="unknown config"):
+        load_config("svhn-eps1")
+    with pytest.raises(ValueError, match="profile"):
+        load_config("mnist-eps1", "huge")
+    with pytest.raises(ValueError, match="sigma"):
+        TrainConfig(dataset="mnist", epsilon=1.0, sigma=-1.0)
+    with pytest.raises(ValueError, match="unknown config keys"):
+        TrainConfig.from_dict({"dataset": "mnist", "epsilon": 1.0, "sigmaa": 3})
+
+
+def test_device_resolution():
+    assert resolve_device("cpu").type == "cpu"
+    if not torch.cuda.is_available():
+        assert resolve_device("auto").type == "cpu"
+        with pytest.raises(ValueError, match="no GPU"):
+            resolve_device("cuda")
+    with pytest.raises(ValueError, match="device must be"):
+        resolve_device("tpu")

@@ -1,0 +1,95 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from datalens_lib.ensemble import StackedAdam, TeacherEnsemble, ensemble_logits
+from datalens_lib.models import Discriminator, Generator
+
+
+def _modules_from(ens, dtype=torch.float64):
+    mods = []
+    for t in range(ens.n):
+        d = Discriminator(ens.y_dim, ens.shape).to(dtype)
+        with torch.no_grad():
+            for k, v in ens.teacher_state(t).items():
+                d.params[k].copy_(v)
+        mods.append(d)
+    return mods
+
+
+@pytest.mark.parametrize("shape,y_dim", [((1, 28, 28), 10), ((3, 32, 32), 3)])
+def test_ensemble_equals_loop_of_modules(shape, y_dim):
+    torch.manual_seed(0)
+    n, b = 5, 4
+    ens = TeacherEnsemble(n, y_dim, shape, chunk=2, dtype=torch.float64,
+                          generator=torch.Generator().manual_seed(1))
+    mods = _modules_from(ens)
+    opts = [torch.optim.Adam(m.parameters(), lr=1e-3, betas=(0.5, 0.999), eps=1e-8)
+            for m in mods]
+    x_real = torch.rand(n, b, *shape, dtype=torch.float64)
+    x_fake = torch.rand(n, b, *shape, dtype=torch.float64)
+    y = torch.randint(0, y_dim, (n, b))
+    # query gradients on identical parameters: -d/dx of the batch-mean BCE(D(x), 1)
+    xq = torch.rand(b, *shape, dtype=torch.float64)
+    yq = torch.randint(0, y_dim, (b,))
+    g = torch.cat([ens.query_gradients(sl, xq, yq) for sl in ens.slices()], dim=1)
+    assert g.shape == (b, n, xq[0].numel())
+    for t, m in enumerate(mods):
+        x = xq.clone().requires_grad_()
+        F.softplus(-m(x, F.one_hot(yq, y_dim).double())).mean().backward()
+        torch.testing.assert_close(g[:, t], -x.grad.flatten(1), rtol=1e-7, atol=1e-13)
+    for step in (1, 2, 3):
+        for sl in ens.slices():
+            ens.train_step(sl, x_real[sl], x_fake[sl], y[sl], step)
+        for t, (m, opt) in enumerate(zip(mods, opts, strict=True)):
+            oh = F.one_hot(y[t], y_dim).double()
+            loss = (F.softplus(-m(x_real[t], oh)).mean() + F.softplus(m(x_fake[t], oh)).mean())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    for t, m in enumerate(mods):
+        state = ens.teacher_state(t)
+        for k, v in m.params.items():
+            # Adam divides by |g|: where a gradient is ~eps (or exactly 0 in theory, as for the
+            # biases b1, b2 that feed a BatchNorm) float64 rounding shows up at ~1e-11; a real
+            # discrepancy would show at the step size, 1e-3
+            torch.testing.assert_close(state[k], v.detach(), rtol=1e-7, atol=1e-9)
+
+
+def test_logits_chunking_invariant():
+    ens = TeacherEnsemble(6, 10, (1, 28, 28), chunk=6, generator=torch.Generator().manual_seed(0))
+    x = torch.rand(6, 3, 1, 28, 28)
+    y = torch.randint(0, 10, (6, 3))
+    full = ensemble_logits(ens.chunk_params(slice(0, 6)), x, y, 10)
+    part = torch.cat([ensemble_logits(ens.chunk_params(slice(i, i + 2)), x[i:i + 2], y[i:i + 2],
+                                      10) for i in (0, 2, 4)])
+    torch.testing.assert_close(full, part)
+
+
+def test_bf16_moments_track_fp32():
+    torch.manual_seed(0)
+    p32 = {"w": torch.zeros(4, 100)}
+    p16 = {"w": torch.zeros(4, 100)}
+    a32, a16 = StackedAdam(p32), StackedAdam(p16, moment_dtype=torch.bfloat16)
+    for step in range(1, 51):
+        g = {"w": torch.randn(4, 100) * 1e-3 + 1e-3}
+        a32.update(p32, g, slice(0, 4), step)
+        a16.update(p16, g, slice(0, 4), step)
+    assert a16.m["w"].dtype == torch.bfloat16
+    rel = (p16["w"] - p32["w"]).abs().sum() / p32["w"].abs().sum()
+    assert rel < 0.01
+
+
+def test_parameter_count_matches_official_mnist():
+    ens = TeacherEnsemble(1, 10, (1, 28, 28))
+    assert 550_000 < ens.num_parameters < 560_000
+
+
+def test_generator_groups_equal_separate_calls():
+    g = Generator(50, 10, (1, 28, 28)).double()
+    z = torch.rand(6, 50, dtype=torch.float64) * 2 - 1
+    y = F.one_hot(torch.randint(0, 10, (6,)), 10).double()
+    both = g(z, y, groups=2)
+    torch.testing.assert_close(both[:3], g(z[:3], y[:3]))
+    torch.testing.assert_close(both[3:], g(z[3:], y[3:]))
+    assert both.shape == (6, 1, 28, 28) and 0 <= both.min() and both.max() <= 1
