@@ -16,6 +16,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def git_sha() -> str | None:
+    """HEAD of this checkout (``-dirty`` if tracked files changed), else ``$DATALENS_GIT_SHA``
+    (set by scripts/gpu_setup.sh on machines that receive the tree without ``.git``)."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                              text=True, timeout=10)
@@ -24,9 +26,9 @@ def git_sha() -> str | None:
                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
         if sha and dirty.stdout.strip():
             sha += "-dirty"
-        return sha
+        return sha or os.environ.get("DATALENS_GIT_SHA")
     except (OSError, subprocess.SubprocessError):
-        return None
+        return os.environ.get("DATALENS_GIT_SHA")
 
 
 def package_versions() -> dict[str, str | None]:

@@ -1,0 +1,111 @@
+"""Benchmark one DataLens generator step of the teacher ensemble (MNIST shapes, B = 15).
+
+For N in --teachers: the vectorised ``TeacherEnsemble`` (2 Adam steps of every teacher + the
+query gradients) against a per-teacher loop of ordinary ``nn.Module`` discriminators with
+``torch.optim.Adam``, measured in the same process; prints seconds per step, ms per teacher and
+the speed-up ratio. ``--peak-n 4000`` then builds the paper-size ensemble (bfloat16 Adam
+moments on CPU) and reports its peak RSS after one teacher step.
+
+    python benchmarks/bench_ensemble.py [--device cpu|cuda] [--teachers 50 200 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from datalens_lib.ensemble import TeacherEnsemble  # noqa: E402
+from datalens_lib.models import Discriminator  # noqa: E402
+from datalens_lib.provenance import peak_rss_gib  # noqa: E402
+
+B, SHAPE, Y = 15, (1, 28, 28), 10
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def vectorised_step(ens, x_real, x_fake, y, xq, yq, step):
+    for sl in ens.slices():
+        for j in range(2):
+            ens.train_step(sl, x_real[sl], x_fake[sl], y[sl], 2 * step + j + 1)
+    return [ens.query_gradients(sl, xq, yq) for sl in ens.slices()]
+
+
+def loop_step(mods, opts, x_real, x_fake, y, xq, yq):
+    out = []
+    for t, (m, opt) in enumerate(zip(mods, opts, strict=True)):
+        oh = F.one_hot(y[t], Y).float()
+        for _ in range(2):
+            loss = F.softplus(-m(x_real[t], oh)).mean() + F.softplus(m(x_fake[t], oh)).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        x = xq.clone().requires_grad_()
+        (g,) = torch.autograd.grad(F.softplus(-m(x, F.one_hot(yq, Y).float())).mean(), x)
+        out.append(-g.flatten(1))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--teachers", type=int, nargs="+", default=[50, 200, 1000])
+    ap.add_argument("--chunk", type=int, default=50)
+    ap.add_argument("--loop-max", type=int, default=200, help="largest N timed with the loop")
+    ap.add_argument("--peak-n", type=int, default=0, help="N for the peak-RSS measurement")
+    args = ap.parse_args()
+    device = torch.device(args.device)
+    name = torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor()
+    print(f"device {device} ({name}), torch {torch.__version__}, threads "
+          f"{torch.get_num_threads()}, THP_MEM_ALLOC_ENABLE={os.environ['THP_MEM_ALLOC_ENABLE']}")
+    for n in args.teachers:
+        ens = TeacherEnsemble(n, Y, SHAPE, chunk=min(args.chunk, n), device=device)
+        x_real = torch.rand(n, B, *SHAPE, device=device)
+        x_fake = torch.rand(n, B, *SHAPE, device=device)
+        y = torch.randint(0, Y, (n, B), device=device)
+        xq, yq = torch.rand(B, *SHAPE, device=device), torch.randint(0, Y, (B,), device=device)
+        vectorised_step(ens, x_real, x_fake, y, xq, yq, 0)  # warm-up
+        sync(device)
+        t = time.perf_counter()
+        vectorised_step(ens, x_real, x_fake, y, xq, yq, 1)
+        sync(device)
+        tv = time.perf_counter() - t
+        line = f"N={n:5d}  vectorised {tv:7.2f} s/step ({1000 * tv / n:6.2f} ms/teacher)"
+        if n <= args.loop_max:
+            mods = [Discriminator(Y, SHAPE).to(device) for _ in range(n)]
+            opts = [torch.optim.Adam(m.parameters(), lr=1e-3, betas=(0.5, 0.999)) for m in mods]
+            loop_step(mods[:2], opts[:2], x_real, x_fake, y, xq, yq)
+            sync(device)
+            t = time.perf_counter()
+            loop_step(mods, opts, x_real, x_fake, y, xq, yq)
+            sync(device)
+            tl = time.perf_counter() - t
+            line += f"   loop {tl:7.2f} s/step ({1000 * tl / n:6.2f} ms/teacher)   " \
+                    f"speed-up x{tl / tv:.2f}"
+        print(line, flush=True)
+    if args.peak_n:
+        moments = torch.bfloat16 if device.type == "cpu" else None
+        ens = TeacherEnsemble(args.peak_n, Y, SHAPE, chunk=args.chunk, device=device,
+                              moment_dtype=moments)
+        sl = next(ens.slices())
+        n = sl.stop - sl.start
+        ens.train_step(sl, torch.rand(n, B, *SHAPE, device=device),
+                       torch.rand(n, B, *SHAPE, device=device),
+                       torch.randint(0, Y, (n, B), device=device), 1)
+        print(f"N={args.peak_n}: {ens.num_parameters} parameters per teacher, Adam moments "
+              f"{ens.adam.moment_dtype}; peak RSS {peak_rss_gib():.2f} GiB"
+              + (f", CUDA peak {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB"
+                 if device.type == "cuda" else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,6 @@
+# Source on a lent GPU machine (device tool): installs carried wheels, points at carried data.
+# Before the call, here: `git rev-parse HEAD > .git-sha` (carried with .whl and data/raw).
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl || return 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 DATALENS_DATA_DIR=$PWD/data/raw
+[ -f .git-sha ] && export DATALENS_GIT_SHA=$(cat .git-sha)
