@@ -6,6 +6,7 @@ Subcommands:
   privacy --k K --delta D --epsilon E --queries T [--json]   (sigma for a target)
   train --config NAME --profile smoke|cpu|paper --out DIR [--resume] [--device auto|cpu|cuda]
   evaluate RUN_DIR [--protocol paper|clean] [--epochs N] [--device ...]
+  results [--json]        committed DataLens runs beside the paper's tab:image numbers
 """
 
 from __future__ import annotations
@@ -143,6 +144,29 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_results(args: argparse.Namespace) -> int:
+    from .results import comparison
+
+    rows = comparison()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+
+    def fmt(v):
+        return "   -  " if v is None else f"{v:.4f}"
+
+    print("tab:image, DataLens column: test accuracy of a classifier trained on synthetic data")
+    print(f"{'dataset':14s} {'eps':>4s} {'profile':7s} {'paper':>7s} {'ours*':>7s} "
+          f"{'diff':>7s} {'clean':>7s}  steps  eps spent")
+    for r in rows:
+        print(f"{r['dataset']:14s} {r['epsilon']:4g} {r['profile']:7s} {fmt(r['paper']):>7s} "
+              f"{fmt(r['ours_paper_protocol']):>7s} {fmt(r['difference']):>7s} "
+              f"{fmt(r['ours_clean_protocol']):>7s}  {r['steps']:5d}  {r['epsilon_spent']:.4f}")
+    print("* paper protocol: max test accuracy over epochs (selects on test data); "
+          "clean: after the fixed schedule")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="datalens", description="DataLens reproduction tools")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -186,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--limit", type=int, default=None, help="use only the first N samples")
     ev.add_argument("--name", default=None, help="output file name in the run folder")
+
+    rs = sub.add_parser("results", help="committed runs beside the paper's numbers")
+    rs.add_argument("--json", action="store_true")
     return p
 
 
@@ -199,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         return _cmd_train(args)
     if args.cmd == "evaluate":
         return _cmd_evaluate(args)
+    if args.cmd == "results":
+        return _cmd_results(args)
     raise AssertionError(args.cmd)
 
 

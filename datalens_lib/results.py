@@ -1,0 +1,91 @@
+"""Read the committed run records and put them beside the paper's numbers.
+
+Layout: ``data/results/datalens/<config>/<profile>/run.json`` (training record, see
+``datalens.DataLensTrainer.record``) and ``eval-<epochs>ep.json`` (utility evaluation).
+The paper's numbers come only from ``data/paper/*.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from .provenance import REPO_ROOT
+
+RESULTS_DIR = REPO_ROOT / "data" / "results"
+PAPER_DIR = REPO_ROOT / "data" / "paper"
+PROFILE_ORDER = {"paper": 0, "cpu": 1, "smoke": 2}
+
+
+def paper_values(artifact_file: str = "tab_image.csv", root: Path | None = None
+                 ) -> list[dict[str, Any]]:
+    """Rows of a transcribed paper table (``value`` as float, ``epsilon`` as str)."""
+    path = (root or PAPER_DIR) / artifact_file
+    with open(path, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for r in rows:
+        r["value"] = float(r["value"])
+    return rows
+
+
+def paper_value(dataset: str, epsilon: float, method: str = "DataLens",
+                artifact_file: str = "tab_image.csv", root: Path | None = None) -> float | None:
+    for r in paper_values(artifact_file, root):
+        if (r["dataset"] == dataset and r["method"] == method and r["epsilon"] != "inf"
+                and abs(float(r["epsilon"]) - epsilon) < 1e-9):
+            return r["value"]
+    return None
+
+
+def datalens_runs(root: Path | None = None) -> list[dict[str, Any]]:
+    """One row per committed DataLens run: config, profile, privacy spent and utility."""
+    base = (root or RESULTS_DIR) / "datalens"
+    rows = []
+    for run_file in sorted(base.glob("*/*/run.json")):
+        rec = json.loads(run_file.read_text())
+        cfg = rec["config"]
+        row: dict[str, Any] = {
+            "config": run_file.parent.parent.name, "profile": rec["profile"],
+            "dataset": cfg["dataset"], "epsilon_target": rec["target_epsilon"],
+            "steps": rec["steps"], "queries": rec["queries"], "device": rec["device"],
+            "gpu": rec["hardware"].get("gpu"), "train_seconds": rec["timings"]["train_seconds"],
+            **{f"epsilon_{k}": v for k, v in rec["epsilon"].items()},
+        }
+        evals = sorted(run_file.parent.glob("eval-*ep.json"),
+                       key=lambda p: int(p.stem.split("-")[1][:-2]))
+        if evals:
+            ev = json.loads(evals[-1].read_text())
+            accs = ev["test_accuracy_per_epoch"]
+            row.update({"eval_epochs": ev["epochs"], "acc_paper_protocol": ev["paper"],
+                        "acc_clean_protocol": ev["clean"], "best_epoch": ev["best_epoch"],
+                        "acc_epoch_30": accs[29] if len(accs) >= 30 else None})
+        rows.append(row)
+    return rows
+
+
+def best_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For each config keep the run of the largest profile available (paper > cpu > smoke)."""
+    best: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        cur = best.get(r["config"])
+        if cur is None or PROFILE_ORDER.get(r["profile"], 9) < PROFILE_ORDER.get(
+                cur["profile"], 9):
+            best[r["config"]] = r
+    return [best[k] for k in sorted(best)]
+
+
+def comparison(root: Path | None = None, paper_root: Path | None = None
+               ) -> list[dict[str, Any]]:
+    """tab:image (DataLens column): paper vs ours under both evaluation protocols."""
+    out = []
+    for r in best_runs(datalens_runs(root)):
+        paper = paper_value(r["dataset"], r["epsilon_target"], root=paper_root)
+        ours = r.get("acc_paper_protocol")
+        out.append({"dataset": r["dataset"], "epsilon": r["epsilon_target"],
+                    "profile": r["profile"], "paper": paper, "ours_paper_protocol": ours,
+                    "ours_clean_protocol": r.get("acc_clean_protocol"),
+                    "difference": None if paper is None or ours is None else ours - paper,
+                    "steps": r["steps"], "epsilon_spent": r.get("epsilon_paper")})
+    return out

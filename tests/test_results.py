@@ -1,0 +1,76 @@
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import SHARED
+
+from datalens_lib import cli
+from datalens_lib.results import (
+    PAPER_DIR,
+    best_runs,
+    comparison,
+    datalens_runs,
+    paper_value,
+    paper_values,
+)
+
+PAPER_TEX = SHARED.parent / "paper" / "000_9b649959b7e50e15.txt"
+
+
+@pytest.mark.parametrize("csv_name,label", [("tab_image.csv", "tab:image"),
+                                            ("tab_lowdp.csv", "tab:lowdp")])
+def test_paper_csv_cells_appear_in_the_paper(csv_name, label):
+    if not PAPER_TEX.exists():
+        pytest.skip("paper source not available")
+    tex = PAPER_TEX.read_text()
+    at = tex.index(f"\\label{{{label}}}")
+    region = tex[max(0, at - 3500): at + 3500]
+    numbers = set(re.findall(r"0\.\d{4}", region))
+    rows = paper_values(csv_name)
+    assert len(rows) >= 50
+    missing = [r for r in rows if f"{r['value']:.4f}" not in numbers]
+    assert not missing, missing[:3]
+
+
+def test_paper_value_lookup():
+    assert paper_value("mnist", 1.0) == 0.7123
+    assert paper_value("fashion-mnist", 10.0) == 0.7061
+    assert paper_value("mnist", 1.0, method="G-PATE") == 0.5810
+    assert paper_value("svhn", 1.0) is None
+
+
+def _fake_run(root: Path, config: str, profile: str, acc: float):
+    d = root / "datalens" / config / profile
+    d.mkdir(parents=True)
+    rec = {"config": {"dataset": "mnist"}, "profile": profile, "target_epsilon": 1.0,
+           "steps": 3, "queries": 45, "device": "cpu", "hardware": {},
+           "timings": {"train_seconds": 1.0}, "epsilon": {"paper": 0.9, "rdp": 0.8}}
+    (d / "run.json").write_text(json.dumps(rec))
+    accs = [acc - 0.1] * 29 + [acc, acc - 0.2]
+    (d / "eval-31ep.json").write_text(json.dumps(
+        {"test_accuracy_per_epoch": accs, "paper": acc, "clean": acc - 0.2, "best_epoch": 30,
+         "epochs": 31}))
+
+
+def test_best_profile_wins_and_comparison(tmp_path):
+    _fake_run(tmp_path, "mnist-eps1", "smoke", 0.2)
+    _fake_run(tmp_path, "mnist-eps1", "cpu", 0.5)
+    rows = datalens_runs(tmp_path)
+    assert len(rows) == 2
+    (best,) = best_runs(rows)
+    assert best["profile"] == "cpu" and best["acc_epoch_30"] == 0.5
+    (c,) = comparison(tmp_path, PAPER_DIR)
+    assert c["paper"] == 0.7123 and c["difference"] == pytest.approx(0.5 - 0.7123)
+
+
+def test_committed_results_are_complete_records():
+    rows = datalens_runs()
+    for r in rows:
+        assert r["epsilon_paper"] <= r["epsilon_target"] + 1e-12
+        assert "acc_paper_protocol" in r and r["acc_clean_protocol"] <= r["acc_paper_protocol"]
+
+
+def test_cli_results(capsys):
+    assert cli.main(["results"]) == 0
+    assert "paper protocol" in capsys.readouterr().out
