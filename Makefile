@@ -6,7 +6,7 @@ VENV ?= .venv
 PROFILE ?= smoke
 BIN := $(VENV)/bin
 
-.PHONY: venv test lint book clean-book bench
+.PHONY: venv test lint notebooks book clean-book bench
 
 venv: $(VENV)/.installed
 
@@ -23,7 +23,10 @@ test: venv
 lint: venv
 	$(BIN)/ruff check datalens_lib tests benchmarks
 
-book: venv
+notebooks: venv
+	$(BIN)/datalens run-all --profile $(PROFILE)
+
+book: notebooks
 	$(BIN)/jupyter-book build . --toc book/_toc.yml -W --keep-going
 	@echo "book: _build/html/index.html"
 

@@ -7,6 +7,8 @@ Subcommands:
   train --config NAME --profile smoke|cpu|paper --out DIR [--resume] [--device auto|cpu|cuda]
   evaluate RUN_DIR [--protocol paper|clean] [--epochs N] [--device ...]
   results [--json]        committed DataLens runs beside the paper's tab:image numbers
+  run NOTEBOOK [-p KEY VALUE]... [--force]      execute one notebook with papermill
+  run-all [--profile smoke|cpu|paper] [--force]  execute every notebook of the book
 """
 
 from __future__ import annotations
@@ -167,6 +169,41 @@ def _cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_value(value: str):
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+def _report(results: list[dict]) -> int:
+    failed = [r for r in results if r["status"] == "failed"]
+    for r in results:
+        print(f"  {r['status']:7s} {r['notebook']:22s} {r['seconds']:7.1f} s  {r['output']}")
+        if r.get("error"):
+            print(f"          {r['error'][:2000]}")
+    print(f"{len(results) - len(failed)} notebooks ok or up to date, {len(failed)} failed")
+    return 1 if failed else 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .runner import run_notebook
+
+    params = {k: _parse_value(v) for k, v in (args.p or [])}
+    try:
+        res = run_notebook(args.notebook, params, force=args.force, progress=True)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return _report([res])
+
+
+def _cmd_run_all(args: argparse.Namespace) -> int:
+    from .runner import run_all
+
+    return _report(run_all(args.profile, seed=args.seed, force=args.force))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="datalens", description="DataLens reproduction tools")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -213,6 +250,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     rs = sub.add_parser("results", help="committed runs beside the paper's numbers")
     rs.add_argument("--json", action="store_true")
+
+    rn = sub.add_parser("run", help="execute one notebook with papermill")
+    rn.add_argument("notebook", help="name (e.g. t1_main_utility) or path")
+    rn.add_argument("-p", nargs=2, action="append", metavar=("KEY", "VALUE"),
+                    help="parameter (VALUE parsed as JSON when possible)")
+    rn.add_argument("--force", action="store_true", help="rerun even if up to date")
+
+    ra = sub.add_parser("run-all", help="execute every notebook of the book")
+    ra.add_argument("--profile", default="smoke", choices=("smoke", "cpu", "paper"))
+    ra.add_argument("--seed", type=int, default=0)
+    ra.add_argument("--force", action="store_true")
     return p
 
 
@@ -228,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         return _cmd_evaluate(args)
     if args.cmd == "results":
         return _cmd_results(args)
+    if args.cmd == "run":
+        return _cmd_run(args)
+    if args.cmd == "run-all":
+        return _cmd_run_all(args)
     raise AssertionError(args.cmd)
 
 

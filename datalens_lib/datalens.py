@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .aggregation import noisy_threshold, vote_sum
 from .config import TrainConfig

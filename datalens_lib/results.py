@@ -60,7 +60,8 @@ def datalens_runs(root: Path | None = None) -> list[dict[str, Any]]:
             accs = ev["test_accuracy_per_epoch"]
             row.update({"eval_epochs": ev["epochs"], "acc_paper_protocol": ev["paper"],
                         "acc_clean_protocol": ev["clean"], "best_epoch": ev["best_epoch"],
-                        "acc_epoch_30": accs[29] if len(accs) >= 30 else None})
+                        "acc_epoch_30": accs[29] if len(accs) >= 30 else None,
+                        "acc_paper_protocol_30": max(accs[:30]) if len(accs) >= 30 else None})
         rows.append(row)
     return rows
 

@@ -1,0 +1,175 @@
+"""What the book's notebooks call: run (or reuse) DataLens runs, compare with the paper's
+numbers, and write the comparison in words generated from the numbers.
+
+Runs are cached under ``runs/book/<config>/<profile>-<hash>/`` (the hash covers the config and
+seed), so rerunning a notebook reuses finished runs and resumes interrupted ones. Committed
+paper-profile runs (``data/results/datalens``) are used wherever they match a cell.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .config import available_configs, load_config
+from .data import DatasetNotFoundError, get_spec, resolve_dataset_dir
+from .datalens import DataLensTrainer
+from .evaluate import evaluate_samples
+from .privacy import topagg_sigma_for_queries
+from .provenance import REPO_ROOT, atomic_write_json
+from .results import PAPER_DIR, RESULTS_DIR, paper_values
+from .store import PROFILE_RANK, params_hash
+
+RUNS_ROOT = REPO_ROOT / "runs" / "book"
+__all__ = ["available_configs", "get_spec", "load_config"]  # re-exported for notebooks
+SMOKE_QUERIES = 90  # smoke runs: 3 generator steps of 30 queries
+
+
+def smoke_overrides(config: str, epsilon: float) -> dict[str, Any]:
+    """At the smoke profile, a different epsilon gets a sigma that again allows 3 steps."""
+    cfg = load_config(config, "smoke")
+    return {"epsilon": epsilon,
+            "sigma": topagg_sigma_for_queries(SMOKE_QUERIES, epsilon, cfg.k, cfg.delta)}
+
+
+def _summary(run_dir: Path, rec: dict[str, Any], ev: dict[str, Any] | None) -> dict[str, Any]:
+    cfg = rec["config"]
+    out = {"run_dir": str(run_dir), "dataset": cfg["dataset"], "epsilon": rec["target_epsilon"],
+           "profile": rec["profile"], "seed": rec["seed"], "steps": rec["steps"],
+           "queries": rec["queries"], "k": cfg["k"], "sigma": cfg["sigma"],
+           "beta": cfg["beta"], "teachers": cfg["teachers"],
+           "epsilon_spent": rec["epsilon"], "train_seconds": rec["timings"]["train_seconds"],
+           "seconds_per_step": rec["timings"]["seconds_per_step"], "device": rec["device"],
+           "hardware": rec["hardware"], "history": rec["history"], "git_sha": rec["git_sha"]}
+    if ev is not None:
+        out.update({"acc_paper": ev["paper"], "acc_clean": ev["clean"],
+                    "eval_epochs": ev["epochs"], "eval_seconds": ev.get("seconds")})
+    return out
+
+
+def run_datalens(config: str, profile: str = "smoke", *, seed: int = 0,
+                 overrides: dict[str, Any] | None = None, runs_root: Path | None = None,
+                 device: str = "auto", evaluate: bool = True,
+                 progress: bool = False) -> dict[str, Any]:
+    """Train (or reuse) one DataLens run and evaluate its samples; returns a summary."""
+    overrides = dict(overrides or {})
+    cfg = load_config(config, profile, **overrides)
+    run_dir = (runs_root or RUNS_ROOT) / config / (
+        f"{profile}-{params_hash({'config': cfg.to_dict(), 'seed': seed})}")
+    run_json = run_dir / "run.json"
+    if run_json.exists():
+        rec = json.loads(run_json.read_text())
+    else:
+        rec = DataLensTrainer(cfg, run_dir, seed=seed, device=device, progress=progress,
+                              checkpoint_every=10, profile=profile).run(resume=True)
+    ev = None
+    if evaluate:
+        ev_path = run_dir / f"eval-{cfg.eval_epochs}ep.json"
+        if ev_path.exists():
+            ev = json.loads(ev_path.read_text())
+        else:
+            dev = rec["device"] if device == "auto" else device
+            ev = evaluate_samples(run_dir / "samples.npz", cfg.dataset, epochs=cfg.eval_epochs,
+                                  lr=cfg.eval_lr, batch_size=cfg.eval_batch_size, seed=seed,
+                                  device=dev, progress=progress)
+            atomic_write_json(ev_path, ev)
+    return _summary(run_dir, rec, ev)
+
+
+def committed_runs(root: Path | None = None) -> list[dict[str, Any]]:
+    """Summaries of the committed runs in ``data/results/datalens/<config>/<profile>/``."""
+    out = []
+    for run_json in sorted(((root or RESULTS_DIR) / "datalens").glob("*/*/run.json")):
+        rec = json.loads(run_json.read_text())
+        evals = sorted(run_json.parent.glob("eval-*ep.json"),
+                       key=lambda p: int(p.stem.split("-")[1][:-2]))
+        ev = json.loads(evals[-1].read_text()) if evals else None
+        s = _summary(run_json.parent, rec, ev)
+        s["config"] = run_json.parent.parent.name
+        out.append(s)
+    return out
+
+
+def committed_match(config: str, overrides: dict[str, Any] | None = None,
+                    root: Path | None = None) -> dict[str, Any] | None:
+    """A committed paper-profile run of ``config`` whose settings equal the paper profile with
+    ``overrides`` (compute-only keys such as ``chunk`` are ignored)."""
+    want = load_config(config, "paper", **(overrides or {})).to_dict()
+    ignore = {"chunk", "notes"}
+    for s in committed_runs(root):
+        if s.get("config") != config:
+            continue
+        rec = json.loads((Path(s["run_dir"]) / "run.json").read_text())
+        have = rec["config"]
+        if all(have.get(k) == v for k, v in want.items() if k not in ignore):
+            return s
+    return None
+
+
+def best_of(*summaries: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The summary of the largest profile (paper > cpu > smoke) among those given."""
+    cands = [s for s in summaries if s is not None]
+    return max(cands, key=lambda s: PROFILE_RANK.get(s["profile"], 0)) if cands else None
+
+
+def data_status(dataset: str) -> str | None:
+    """None when the dataset is present, else the sentence telling how to provide it."""
+    try:
+        resolve_dataset_dir(dataset)
+        return None
+    except DatasetNotFoundError:
+        return f"needs data: {get_spec(dataset).how_to_provide}"
+
+
+def paper_table(csv_name: str, method: str | None = None, root: Path | None = None
+                ) -> pd.DataFrame:
+    df = pd.DataFrame(paper_values(csv_name, root or PAPER_DIR))
+    return df if method is None else df[df["method"] == method]
+
+
+def compare(rows: list[dict[str, Any]], csv_name: str, keys: tuple[str, ...],
+            method: str = "DataLens") -> pd.DataFrame:
+    """Join our rows (dicts holding ``keys`` and ``ours``) with the paper's values."""
+    paper = paper_table(csv_name, method)
+    out = []
+    for r in rows:
+        sel = paper
+        for k in keys:
+            col = sel[k].astype(str)
+            val = r[k]
+            if k == "epsilon" or k == "parameter_value":
+                sel = sel[pd.to_numeric(col, errors="coerce") == float(val)]
+            else:
+                sel = sel[col == str(val)]
+        p = float(sel["value"].iloc[0]) if len(sel) else None
+        ours = r.get("ours")
+        out.append({**r, "paper": p,
+                    "difference": None if p is None or ours is None else ours - p})
+    return pd.DataFrame(out)
+
+
+def agreement_paragraph(df: pd.DataFrame, what: str = "accuracy", tol: float = 0.05) -> str:
+    """A paragraph on agreement, generated from the numbers in ``df`` (columns paper, ours,
+    difference, profile)."""
+    done = df.dropna(subset=["ours", "paper"])
+    if done.empty:
+        return f"No {what} could be compared with the paper yet (see the needs-data rows)."
+    lines = []
+    for prof, grp in done.groupby("profile"):
+        close = (grp["difference"].abs() <= tol).sum()
+        mean = grp["difference"].mean()
+        lines.append(
+            f"At the **{prof}** profile, {close} of {len(grp)} cells are within {tol:.2f} of "
+            f"the paper's {what}; the mean difference (ours − paper) is {mean:+.4f} "
+            f"(range {grp['difference'].min():+.4f} to {grp['difference'].max():+.4f}).")
+        if prof != "paper":
+            lines.append(f"The {prof} profile is a reduced setting (see its config notes), "
+                         "so these cells test the pipeline, not the paper's claim.")
+    missing = df[df["ours"].isna()]
+    if len(missing):
+        lines.append(f"{len(missing)} cell(s) have no result of ours: they need the user's "
+                     "data or a larger profile.")
+    return " ".join(lines)

@@ -1,0 +1,95 @@
+"""Execute the book's notebooks with papermill: ``run_notebook(path, parameters)`` is the one
+primitive; ``run_all`` maps it over the notebooks (the same grid could go to a cluster).
+
+Sources are jupytext percent scripts in ``notebooks/``; executed notebooks are written to
+``book/notebooks/<name>.ipynb`` with the parameters' hash in their metadata, so an up-to-date
+notebook is skipped unless ``force``. A failed notebook leaves no output that looks complete
+(papermill writes to a temporary file that is renamed only on success).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from .provenance import REPO_ROOT
+from .store import params_hash
+
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+OUTPUT_DIR = REPO_ROOT / "book" / "notebooks"
+#: Book order; every notebook takes ``profile`` and ``seed``.
+NOTEBOOKS = ("t1_main_utility", "t2_low_epsilon", "f1_dependent_bound", "t4_hyperparameters",
+             "t6_running_time", "t7_components", "f3_samples", "privacy_explorer", "status")
+
+
+def notebook_path(name: str) -> Path:
+    p = Path(name)
+    if p.suffix == "":
+        p = NOTEBOOKS_DIR / f"{name}.py"
+    if not p.exists():
+        raise ValueError(f"notebook {name!r} not found; known: {', '.join(NOTEBOOKS)}")
+    return p
+
+
+def _executed_hash(path: Path) -> str | None:
+    try:
+        nb = json.loads(path.read_text())
+        return nb["metadata"].get("datalens", {}).get("params_hash")
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def run_notebook(path: str | Path, parameters: dict[str, Any] | None = None, *,
+                 output_dir: Path | None = None, force: bool = False,
+                 kernel: str = "python3", progress: bool = False) -> dict[str, Any]:
+    """Execute one notebook with ``parameters``; returns status, output path and seconds."""
+    import jupytext
+    import nbformat
+    import papermill as pm
+
+    src = notebook_path(str(path))
+    parameters = dict(parameters or {})
+    out_dir = output_dir or OUTPUT_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"{src.stem}.ipynb"
+    h = params_hash({"parameters": parameters, "source": src.read_text()})
+    if not force and out.exists() and _executed_hash(out) == h:
+        return {"notebook": src.stem, "status": "skipped", "output": str(out), "seconds": 0.0}
+    nb = jupytext.read(src)
+    nb.metadata["kernelspec"] = {"name": kernel, "display_name": "Python 3",
+                                 "language": "python"}
+    nb.metadata["datalens"] = {"params_hash": h, "parameters": parameters}
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        inp = Path(tmp) / f"{src.stem}.ipynb"
+        nbformat.write(nb, inp)
+        fd, partial = tempfile.mkstemp(dir=out_dir, prefix=f".{src.stem}.", suffix=".ipynb")
+        os.close(fd)
+        try:
+            pm.execute_notebook(str(inp), partial, parameters=parameters, kernel_name=kernel,
+                                cwd=str(REPO_ROOT), progress_bar=progress)
+            os.replace(partial, out)
+            status, error = "ok", None
+        except Exception as exc:  # papermill raises PapermillExecutionError and others
+            status, error = "failed", "".join(traceback.format_exception_only(exc)).strip()
+            if os.path.exists(partial):
+                os.unlink(partial)
+    return {"notebook": src.stem, "status": status, "output": str(out), "error": error,
+            "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def run_all(profile: str = "smoke", *, seed: int = 0, force: bool = False,
+            names: tuple[str, ...] | None = None, progress: bool = True) -> list[dict[str, Any]]:
+    """Run every notebook (or ``names``) at ``profile``; returns one result per notebook."""
+    from tqdm import tqdm
+
+    results = []
+    todo = names or NOTEBOOKS
+    for name in tqdm(todo, desc=f"notebooks ({profile})", disable=not progress):
+        results.append(run_notebook(name, {"profile": profile, "seed": seed}, force=force))
+    return results

@@ -1,0 +1,93 @@
+import json
+
+import pandas as pd
+import pytest
+from test_results import PAPER_TEX
+
+from datalens_lib import book, cli, store
+from datalens_lib.results import paper_values
+from datalens_lib.runner import NOTEBOOKS, NOTEBOOKS_DIR, run_notebook
+
+
+def test_store_roundtrip_best_profile_and_hash(tmp_path):
+    p1 = store.save_result("tab:x", {"a": 1, "b": [1, 2]}, {"v": 1}, profile="smoke", seed=0,
+                           root=tmp_path)
+    store.save_result("tab:x", {"a": 1, "b": [1, 2]}, {"v": 2}, profile="cpu", root=tmp_path)
+    assert store.params_hash({"b": [1, 2], "a": 1}) == store.params_hash({"a": 1, "b": [1, 2]})
+    assert store.params_hash({"a": 2}) != store.params_hash({"a": 1})
+    rec = store.load_result("tab:x", {"a": 1, "b": [1, 2]}, "smoke", root=tmp_path)
+    assert rec["result"] == {"v": 1} and {"git_sha", "packages", "hardware"} <= set(rec)
+    assert store.best(store.load_results("tab:x", root=tmp_path))["profile"] == "cpu"
+    assert store.all_artifacts(tmp_path) == ["tab:x"]
+    assert p1.name.startswith("smoke-") and not list(tmp_path.rglob("*.tmp"))
+    with pytest.raises(ValueError, match="profile"):
+        store.save_result("tab:x", {}, 1, profile="huge", root=tmp_path)
+
+
+def test_compare_and_agreement_text():
+    rows = [{"dataset": "mnist", "epsilon": 1, "profile": "paper", "ours": 0.70},
+            {"dataset": "fashion-mnist", "epsilon": 10, "profile": "smoke", "ours": 0.2},
+            {"dataset": "celeba-hair", "epsilon": 1, "profile": "-", "ours": None}]
+    df = book.compare(rows, "tab_image.csv", ("dataset", "epsilon"))
+    assert df["paper"].tolist() == [0.7123, 0.7061, 0.6061]
+    assert df["difference"].iloc[0] == pytest.approx(0.70 - 0.7123)
+    text = book.agreement_paragraph(df)
+    assert "1 of 1 cells are within 0.05" in text and "-0.0123" in text
+    assert "smoke profile is a reduced setting" in text and "1 cell(s) have no result" in text
+    empty = book.agreement_paragraph(pd.DataFrame({"ours": [None], "paper": [0.5]}))
+    assert "No accuracy" in empty
+
+
+@pytest.mark.parametrize("csv_name", ["tab_components.csv", "tab_hyperparam.csv",
+                                      "tab_time.csv"])
+def test_more_paper_tables_match_source(csv_name):
+    if not PAPER_TEX.exists():
+        pytest.skip("paper source not available")
+    tex = PAPER_TEX.read_text()
+    for r in paper_values(csv_name):
+        assert f"{r['value']:.2f}" in tex, r
+
+
+def test_smoke_overrides_allow_three_steps():
+    over = book.smoke_overrides("mnist-eps1", 0.2)
+    from datalens_lib.privacy import topagg_max_queries
+    cfg = book.load_config("mnist-eps1", "smoke", **over)
+    assert topagg_max_queries(0.2, cfg.k, cfg.sigma, cfg.delta) == book.SMOKE_QUERIES
+
+
+NB = '''# %% tags=["parameters"]
+x = 1
+fail = False
+# %%
+if fail:
+    raise RuntimeError("asked to fail")
+print("x is", x * 2)
+'''
+
+
+def test_run_notebook_executes_skips_and_fails_cleanly(tmp_path):
+    src = tmp_path / "tiny.py"
+    src.write_text(NB)
+    out_dir = tmp_path / "out"
+    r = run_notebook(src, {"x": 21}, output_dir=out_dir)
+    assert r["status"] == "ok"
+    nb = json.loads((out_dir / "tiny.ipynb").read_text())
+    assert "x is 42" in json.dumps(nb["cells"])
+    assert run_notebook(src, {"x": 21}, output_dir=out_dir)["status"] == "skipped"
+    assert run_notebook(src, {"x": 21}, output_dir=out_dir, force=True)["status"] == "ok"
+    bad = run_notebook(src, {"fail": True}, output_dir=out_dir)
+    assert bad["status"] == "failed" and "asked to fail" in bad["error"]
+    assert "x is 42" in (out_dir / "tiny.ipynb").read_text()  # the good output is kept
+    assert not list(out_dir.glob(".tiny.*"))
+
+
+def test_every_book_notebook_has_a_parameters_cell_with_profile():
+    for name in NOTEBOOKS:
+        src = (NOTEBOOKS_DIR / f"{name}.py").read_text()
+        cell = src.split('# %% tags=["parameters"]', 1)[1].split("# %%", 1)[0]
+        assert 'profile = "smoke"' in cell and "seed = 0" in cell, name
+
+
+def test_cli_run_unknown_notebook(capsys):
+    assert cli.main(["run", "no_such_notebook"]) == 2
+    assert "not found" in capsys.readouterr().err
