@@ -64,6 +64,7 @@ def run_notebook(path: str | Path, parameters: dict[str, Any] | None = None, *,
     nb.metadata["kernelspec"] = {"name": kernel, "display_name": "Python 3",
                                  "language": "python"}
     nb.metadata["datalens"] = {"params_hash": h, "parameters": parameters}
+
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         inp = Path(tmp) / f"{src.stem}.ipynb"
@@ -73,6 +74,13 @@ def run_notebook(path: str | Path, parameters: dict[str, Any] | None = None, *,
         try:
             pm.execute_notebook(str(inp), partial, parameters=parameters, kernel_name=kernel,
                                 cwd=str(REPO_ROOT), progress_bar=progress)
+            done = nbformat.read(partial, as_version=4)
+            for cell in done.cells:  # the book shows results; code stays one click away
+                if cell.cell_type == "code":
+                    tags = cell.metadata.setdefault("tags", [])
+                    if "hide-input" not in tags:
+                        tags.append("hide-input")
+            nbformat.write(done, partial)
             os.replace(partial, out)
             status, error = "ok", None
         except Exception as exc:  # papermill raises PapermillExecutionError and others
