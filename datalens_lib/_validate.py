@@ -22,22 +22,22 @@ def nonneg_int(name: str, value) -> int:
     return positive_int(name, value, minimum=0)
 
 
-def positive_float(name: str, value) -> float:
+def _finite_real(name: str, value, *, strict: bool) -> float:
+    kind = "positive" if strict else "non-negative"
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
+        raise ValueError(f"{name} must be a {kind} number, got {value!r}")
     value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value}")
+    if not math.isfinite(value) or value < 0 or (strict and value == 0):
+        raise ValueError(f"{name} must be a {kind} finite number, got {value}")
     return value
+
+
+def positive_float(name: str, value) -> float:
+    return _finite_real(name, value, strict=True)
 
 
 def nonneg_float(name: str, value) -> float:
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        raise ValueError(f"{name} must be a non-negative number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a non-negative finite number, got {value}")
-    return value
+    return _finite_real(name, value, strict=False)
 
 
 def probability_open(name: str, value) -> float:
