@@ -39,7 +39,8 @@ def test_compare_and_agreement_text():
 
 
 @pytest.mark.parametrize("csv_name", ["tab_components.csv", "tab_hyperparam.csv",
-                                      "tab_time.csv"])
+                                      "tab_time.csv", "tab_dpsgd.csv",
+                                      "tab_visual_compression.csv"])
 def test_more_paper_tables_match_source(csv_name):
     if not PAPER_TEX.exists():
         pytest.skip("paper source not available")
