@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from ._validate import choice, positive_float, positive_int
 from .data import load_dataset
+from .provenance import atomic_save
 
 PROTOCOLS = ("paper", "clean")
 
@@ -65,8 +66,15 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 20
 def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray,
                      y_test: np.ndarray, num_classes: int, *, epochs: int = 600,
                      lr: float = 2e-3, batch_size: int = 512, seed: int = 0,
-                     device: str | torch.device = "cpu", progress: bool = True) -> dict[str, Any]:
-    """Train ``EvalCNN`` with SGD and return per-epoch test accuracies and both protocols."""
+                     device: str | torch.device = "cpu", progress: bool = True,
+                     checkpoint: str | Path | None = None,
+                     checkpoint_every: int = 10) -> dict[str, Any]:
+    """Train ``EvalCNN`` with SGD and return per-epoch test accuracies and both protocols.
+
+    With ``checkpoint``, the state (model, optimiser, RNG, accuracies so far) is saved every
+    ``checkpoint_every`` epochs (temp file + rename) and an interrupted call with the same
+    arguments resumes from it; the file is removed when training completes.
+    """
     epochs = positive_int("epochs", epochs)
     lr = positive_float("lr", lr)
     batch_size = positive_int("batch_size", batch_size)
@@ -81,9 +89,21 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     yte = torch.as_tensor(np.asarray(y_test, dtype=np.int64), device=device)
     model = EvalCNN(tuple(xtr.shape[1:]), num_classes).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
-    accs = []
+    accs: list[float] = []
+    ckpt = Path(checkpoint) if checkpoint is not None else None
+    if ckpt is not None and ckpt.exists():
+        st = torch.load(ckpt, map_location=device, weights_only=False)
+        if st["args"] == [epochs, lr, batch_size, seed, len(xtr)]:
+            model.load_state_dict(st["model"])
+            opt.load_state_dict(st["opt"])
+            gen.set_state(st["gen"])
+            torch.set_rng_state(st["torch_rng"])  # dropout draws from the global generator
+            if device.type == "cuda" and st.get("cuda_rng") is not None:
+                torch.cuda.set_rng_state(st["cuda_rng"], device)
+            accs = list(st["accs"])
     t0 = time.perf_counter()
-    for _ in tqdm(range(epochs), disable=not progress, desc="classifier", unit="epoch"):
+    for epoch in tqdm(range(len(accs), epochs), disable=not progress, desc="classifier",
+                      unit="epoch", initial=len(accs), total=epochs):
         model.train()
         perm = torch.randperm(len(xtr), generator=gen).to(device)
         for s in range(0, len(xtr), batch_size):
@@ -93,6 +113,15 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
             loss.backward()
             opt.step()
         accs.append(accuracy(model, xte, yte))
+        if ckpt is not None and (epoch + 1) % checkpoint_every == 0 and epoch + 1 < epochs:
+            state = {"args": [epochs, lr, batch_size, seed, len(xtr)], "accs": accs,
+                     "model": model.state_dict(), "opt": opt.state_dict(),
+                     "gen": gen.get_state(), "torch_rng": torch.get_rng_state(),
+                     "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda"
+                     else None}
+            atomic_save(ckpt, lambda tmp, st=state: torch.save(st, tmp))
+    if ckpt is not None and ckpt.exists():
+        ckpt.unlink()
     return {"test_accuracy_per_epoch": accs, "paper": max(accs), "clean": accs[-1],
             "shorter_schedules": schedule_sensitivity(accs),
             "best_epoch": int(np.argmax(accs)) + 1, "epochs": epochs, "lr": lr,
@@ -120,7 +149,8 @@ def evaluate_samples(samples: str | Path, dataset: str, *, epochs: int = 600, lr
     if tuple(x.shape[1:]) != ds.shape:
         raise ValueError(f"samples have shape {x.shape[1:]}, {dataset} images {ds.shape}")
     res = train_classifier(x, y, ds.x_test, ds.y_test, ds.num_classes, epochs=epochs, lr=lr,
-                           batch_size=batch_size, seed=seed, device=device, progress=progress)
+                           batch_size=batch_size, seed=seed, device=device, progress=progress,
+                           checkpoint=Path(samples).parent / f".eval-{epochs}ep-{seed}.ckpt")
     res["dataset"] = dataset
     return res
 

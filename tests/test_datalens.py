@@ -123,3 +123,38 @@ def test_device_resolution():
             resolve_device("cuda")
     with pytest.raises(ValueError, match="device must be"):
         resolve_device("tpu")
+
+
+def test_classifier_resumes_from_checkpoint(tmp_path):
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, 120)
+    x = rng.random((120, 1, 28, 28)).astype(np.float32)
+    args = dict(epochs=4, lr=0.05, batch_size=32, progress=False)
+    full = train_classifier(x[:80], y[:80], x[80:], y[80:], 2, **args)
+    ck = tmp_path / "eval.ckpt"
+
+    class Stop(Exception):
+        pass
+
+    import datalens_lib.evaluate as ev
+    real_accuracy = ev.accuracy
+    calls = {"n": 0}
+
+    def flaky(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise Stop
+        return real_accuracy(*a, **k)
+
+    ev.accuracy = flaky
+    try:
+        with pytest.raises(Stop):
+            train_classifier(x[:80], y[:80], x[80:], y[80:], 2, checkpoint=ck,
+                             checkpoint_every=1, **args)
+    finally:
+        ev.accuracy = real_accuracy
+    assert ck.exists()
+    resumed = train_classifier(x[:80], y[:80], x[80:], y[80:], 2, checkpoint=ck,
+                               checkpoint_every=1, **args)
+    assert resumed["test_accuracy_per_epoch"] == full["test_accuracy_per_epoch"]
+    assert not ck.exists()
