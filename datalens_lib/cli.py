@@ -101,7 +101,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     overrides = {}
     for item in args.set or []:
         key, _, value = item.partition("=")
-        overrides[key] = json.loads(value) if value[:1] in "[{0123456789-tfn\"" else value
+        overrides[key] = _parse_value(value)
     try:
         cfg = load_config(args.config, args.profile, **overrides)
         trainer = DataLensTrainer(cfg, args.out, seed=args.seed, device=args.device,

@@ -46,3 +46,18 @@ def test_console_script_installed():
                         "--sigma", "5000", "--epsilon", "1", "--json"],
                        capture_output=True, text=True, check=True)
     assert json.loads(r.stdout)["paper"] == 1300
+
+
+def test_train_set_parses_json_and_plain_strings(monkeypatch):
+    seen = {}
+
+    def fake_load(name, profile, **over):
+        seen.update(over)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr("datalens_lib.config.load_config", fake_load)
+    rc = cli.main(["train", "--config", "mnist-eps1", "--profile", "smoke", "--out", "/tmp/x",
+                   "--set", "moment_dtype=float32", "--set", "max_steps=5",
+                   "--set", "stochastic=false", "--set", "c=null"])
+    assert rc == 2
+    assert seen == {"moment_dtype": "float32", "max_steps": 5, "stochastic": False, "c": None}
