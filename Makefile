@@ -21,7 +21,7 @@ test: venv
 	$(BIN)/python -m pytest -q
 
 lint: venv
-	$(BIN)/ruff check datalens_lib tests benchmarks
+	$(BIN)/ruff check datalens_lib tests benchmarks notebooks
 
 notebooks: venv
 	$(BIN)/datalens run-all --profile $(PROFILE)

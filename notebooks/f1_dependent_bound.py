@@ -35,7 +35,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from datalens_lib import book, store
-from datalens_lib.privacy import PAPER_ORDERS, data_dependent_rdp, topagg_rdp
+from datalens_lib.privacy import data_dependent_rdp, topagg_rdp
 
 runs = {}
 for name in configs:
@@ -44,7 +44,7 @@ for name in configs:
 
 fig, axes = plt.subplots(1, len(configs), figsize=(4.5 * len(configs), 3), squeeze=False)
 rows = []
-for ax, (name, run) in zip(axes[0], runs.items()):
+for ax, (name, run) in zip(axes[0], runs.items(), strict=True):
     h = pd.DataFrame(run["history"])
     ax.plot(h["step"], h["epsilon"], label="data-independent (Thm. 3)")
     ax.plot(h["step"], h["epsilon_data_dependent"], "--", label="data-dependent (Thms. 4-6)")
@@ -81,7 +81,8 @@ ax.set_xlabel("−log q̃")
 ax.set_ylabel("RDP of one query at λ = 24")
 ax.legend(fontsize=7)
 plt.show()
-first = next((float(-lq) for lq, d in zip(log_qs, dep) if d < indep * 0.999), None)
+first = next((float(-lq) for lq, d in zip(log_qs, dep, strict=True) if d < indep * 0.999),
+             None)
 
 # %%
 t = table

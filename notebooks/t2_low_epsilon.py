@@ -53,7 +53,7 @@ table
 
 # %%
 fig, axes = plt.subplots(1, len(datasets), figsize=(4 * len(datasets), 3), squeeze=False)
-for ax, ds in zip(axes[0], datasets):
+for ax, ds in zip(axes[0], datasets, strict=True):
     t = table[table["dataset"] == ds]
     ax.plot(t["epsilon"], t["paper"], "o-", label="paper")
     ax.plot(t["epsilon"], t["ours"], "s-", label="ours (paper protocol)")

@@ -34,6 +34,7 @@ from IPython.display import Markdown, display
 
 from datalens_lib import book, store
 
+
 def overrides(name, value):
     if profile == "smoke" and name == "k":
         return {"k": max(1, int(value) // 20)}
