@@ -20,7 +20,7 @@ from .datalens import DataLensTrainer
 from .evaluate import evaluate_samples
 from .privacy import topagg_sigma_for_queries
 from .provenance import REPO_ROOT, atomic_write_json
-from .results import PAPER_DIR, RESULTS_DIR, paper_values
+from .results import PAPER_DIR, RESULTS_DIR, latest_eval, paper_values
 from .store import PROFILE_RANK, params_hash
 
 RUNS_ROOT = REPO_ROOT / "runs" / "book"
@@ -84,10 +84,7 @@ def committed_runs(root: Path | None = None) -> list[dict[str, Any]]:
     out = []
     for run_json in sorted(((root or RESULTS_DIR) / "datalens").glob("*/*/run.json")):
         rec = json.loads(run_json.read_text())
-        evals = sorted(run_json.parent.glob("eval-*ep.json"),
-                       key=lambda p: int(p.stem.split("-")[1][:-2]))
-        ev = json.loads(evals[-1].read_text()) if evals else None
-        s = _summary(run_json.parent, rec, ev)
+        s = _summary(run_json.parent, rec, latest_eval(run_json.parent))
         s["config"] = run_json.parent.parent.name
         out.append(s)
     return out

@@ -129,11 +129,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         return 2
     cfg = rec["config"]
     epochs = args.epochs or cfg["eval_epochs"]
-    device = args.device
-    if device == "auto":
-        import torch
+    from .datalens import resolve_device
 
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = str(resolve_device(args.device))
     res = evaluate_samples(run_dir / rec["samples"]["file"], cfg["dataset"], epochs=epochs,
                            lr=cfg["eval_lr"], batch_size=cfg["eval_batch_size"], seed=args.seed,
                            device=device, limit=args.limit)

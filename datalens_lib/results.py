@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from .provenance import REPO_ROOT
+from .store import PROFILE_RANK
 
 RESULTS_DIR = REPO_ROOT / "data" / "results"
 PAPER_DIR = REPO_ROOT / "data" / "paper"
-PROFILE_ORDER = {"paper": 0, "cpu": 1, "smoke": 2}
 
 
 def paper_values(artifact_file: str = "tab_image.csv", root: Path | None = None
@@ -39,6 +39,13 @@ def paper_value(dataset: str, epsilon: float, method: str = "DataLens",
     return None
 
 
+def latest_eval(run_dir: Path) -> dict[str, Any] | None:
+    """The evaluation with the most epochs in a run folder (``eval-<epochs>ep.json``)."""
+    evals = sorted(Path(run_dir).glob("eval-*ep.json"),
+                   key=lambda p: int(p.stem.split("-")[1][:-2]))
+    return json.loads(evals[-1].read_text()) if evals else None
+
+
 def datalens_runs(root: Path | None = None) -> list[dict[str, Any]]:
     """One row per committed DataLens run: config, profile, privacy spent and utility."""
     base = (root or RESULTS_DIR) / "datalens"
@@ -53,10 +60,8 @@ def datalens_runs(root: Path | None = None) -> list[dict[str, Any]]:
             "gpu": rec["hardware"].get("gpu"), "train_seconds": rec["timings"]["train_seconds"],
             **{f"epsilon_{k}": v for k, v in rec["epsilon"].items()},
         }
-        evals = sorted(run_file.parent.glob("eval-*ep.json"),
-                       key=lambda p: int(p.stem.split("-")[1][:-2]))
-        if evals:
-            ev = json.loads(evals[-1].read_text())
+        ev = latest_eval(run_file.parent)
+        if ev is not None:
             accs = ev["test_accuracy_per_epoch"]
             row.update({"eval_epochs": ev["epochs"], "acc_paper_protocol": ev["paper"],
                         "acc_clean_protocol": ev["clean"], "best_epoch": ev["best_epoch"],
@@ -71,8 +76,8 @@ def best_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     best: dict[str, dict[str, Any]] = {}
     for r in rows:
         cur = best.get(r["config"])
-        if cur is None or PROFILE_ORDER.get(r["profile"], 9) < PROFILE_ORDER.get(
-                cur["profile"], 9):
+        if cur is None or PROFILE_RANK.get(r["profile"], 0) > PROFILE_RANK.get(
+                cur["profile"], 0):
             best[r["config"]] = r
     return [best[k] for k in sorted(best)]
 
