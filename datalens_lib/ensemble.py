@@ -23,6 +23,7 @@ than the loop, and vmap cannot exploit the constant label channels.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import torch
@@ -34,32 +35,50 @@ from .models import BN_EPS, KERNEL, conv_same, discriminator_shapes, init_discri
 _LEAK = 0.2
 
 
+@functools.lru_cache(maxsize=16)
+def _kernel_support(hw: tuple[int, int], dtype: torch.dtype, device: str) -> torch.Tensor:
+    """[25, H/2, W/2]: 1 where kernel tap k of a 5x5/2 SAME conv falls inside the image."""
+    deltas = torch.eye(KERNEL * KERNEL, dtype=dtype, device=device).view(-1, 1, KERNEL, KERNEL)
+    ones = torch.ones(1, 1, *hw, dtype=dtype, device=device)
+    return conv_same(ones, deltas)[0]
+
+
 def _label_maps(w_y: torch.Tensor, hw: tuple[int, int]) -> torch.Tensor:
     """Contribution of constant one-hot label channels to a 5x5/2 SAME conv.
 
-    ``w_y`` [n, co, Y, 5, 5] -> maps [Y, n, co, H/2, W/2] (class, teacher, ...).
+    A constant channel contributes, at each output position, the sum of the kernel taps that
+    fall inside the image (zero padding elsewhere), so the maps are a contraction of the label
+    kernel with the tap-support pattern: ``w_y`` [n, co, Y, 5, 5] -> [n, Y, co * H/2 * W/2].
     """
     n, co, y_dim = w_y.shape[:3]
-    ones = torch.eye(y_dim, dtype=w_y.dtype, device=w_y.device)[:, :, None, None]
-    inp = ones.expand(y_dim, y_dim, *hw).repeat(1, n, 1, 1)  # [Y, n*Y, H, W]
-    out = conv_same(inp, w_y.reshape(n * co, y_dim, KERNEL, KERNEL), groups=n)
-    return out.view(y_dim, n, co, *out.shape[-2:])
+    support = _kernel_support(tuple(hw), w_y.dtype, str(w_y.device))  # [25, h, w]
+    maps = torch.einsum("ncyk,khw->nychw", w_y.reshape(n, co, y_dim, -1), support)
+    return maps.reshape(n, y_dim, -1)
 
 
 def _grouped_conv(x: torch.Tensor, w_x: torch.Tensor, w_y: torch.Tensor, b: torch.Tensor,
-                  y: torch.Tensor) -> torch.Tensor:
+                  onehot: torch.Tensor) -> torch.Tensor:
     """x [B, n, c_in, H, W] -> conv of cat(x, onehot(y)) with per-teacher kernels split into
-    the image part w_x [n, co, c_in, 5, 5] and the label part w_y [n, co, Y, 5, 5]; y [B, n].
-    Returns [B, n, co, H/2, W/2]."""
+    the image part w_x [n, co, c_in, 5, 5] and the label part w_y [n, co, Y, 5, 5];
+    onehot [n, B, Y]. Returns [B, n, co, H/2, W/2]."""
     bsz, n, c_in = x.shape[:3]
     co = w_x.shape[1]
     hw = x.shape[-2:]
     h = conv_same(x.reshape(bsz, n * c_in, *hw), w_x.reshape(n * co, c_in, KERNEL, KERNEL),
                   groups=n)
     h = h.view(bsz, n, co, *h.shape[-2:])
-    maps = _label_maps(w_y, hw)  # [Y, n, co, h, w]
-    h = h + maps[y, torch.arange(n, device=y.device)[None, :]]
-    return h + b[None, :, :, None, None]
+    # label contribution per (teacher, sample): one-hot [n, B, Y] @ maps [n, Y, co*h*w]
+    lab = torch.bmm(onehot, _label_maps(w_y, hw)).view(n, bsz, *h.shape[2:])
+    return h + lab.transpose(0, 1) + b[None, :, :, None, None]
+
+
+def _linear(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Per-teacher affine map h [n, B, F] -> [n, B, O] with w [n, O, F], b [n, O].
+
+    Computed as (w @ h^T)^T so that autograd's weight gradient comes out contiguous in w's own
+    layout (the [n, 256, 2058] gradient is the bulk of the Adam traffic; a transposed result
+    would need a copy before the fused Adam kernel)."""
+    return torch.baddbmm(b[:, :, None], w, h.transpose(1, 2)).transpose(1, 2)
 
 
 def _bn(h: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, dims) -> torch.Tensor:
@@ -78,22 +97,20 @@ def ensemble_logits(p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor
     """
     n, bsz = x.shape[:2]
     gb = bsz // bn_groups
-    yt = y.t()  # [B, n]
     onehot = F.one_hot(y, y_dim).to(x.dtype)  # [n, B, Y]
-    h = F.leaky_relu(_grouped_conv(x.transpose(0, 1), p["w0x"], p["w0y"], p["b0"], yt), _LEAK)
-    h = _grouped_conv(h, p["w1x"], p["w1y"], p["b1"], yt)  # [B, n, c2, h, w]
+    h = F.leaky_relu(_grouped_conv(x.transpose(0, 1), p["w0x"], p["w0y"], p["b0"], onehot),
+                     _LEAK)
+    h = _grouped_conv(h, p["w1x"], p["w1y"], p["b1"], onehot)  # [B, n, c2, h, w]
     hs = h.shape
     h = _bn(h.view(bn_groups, gb, *hs[1:]), p["g1"][None, None, :, :, None, None],
             p["be1"][None, None, :, :, None, None], (1, 4, 5)).view(hs)
     h = F.leaky_relu(h, _LEAK)
     h = h.transpose(0, 1).reshape(n, bsz, -1)  # [n, B, F]  (NCHW flatten per sample)
-    h = torch.baddbmm(p["b2"][:, None, :], h, p["w2x"].transpose(1, 2))
-    h = h + torch.bmm(onehot, p["w2y"].transpose(1, 2))
+    h = _linear(h, p["w2x"], p["b2"]) + torch.bmm(onehot, p["w2y"].transpose(1, 2))
     h = _bn(h.view(n, bn_groups, gb, -1), p["g2"][:, None, None, :], p["be2"][:, None, None, :],
             (2,)).view(n, bsz, -1)
     h = F.leaky_relu(h, _LEAK)
-    out = torch.baddbmm(p["b3"][:, None, :], h, p["w3x"].transpose(1, 2))
-    out = out + torch.bmm(onehot, p["w3y"].transpose(1, 2))
+    out = _linear(h, p["w3x"], p["b3"]) + torch.bmm(onehot, p["w3y"].transpose(1, 2))
     return out.squeeze(-1)
 
 
@@ -126,17 +143,33 @@ class StackedAdam:
         """Apply Adam step number ``step`` (1-based) to ``params[k][sl]`` with ``grads[k]``."""
         b1, b2 = self.betas
         first = next(iter(params.values()))
-        if self.moment_dtype == first.dtype and first.dtype in (torch.float32, torch.float64):
-            names = list(grads)
-            # PyTorch's fused Adam kernel, on contiguous slices (it mis-updates tensors whose
-            # gradient strides differ from the parameter's, hence the .contiguous())
-            torch._fused_adam_(
-                [params[k][sl] for k in names], [grads[k].contiguous() for k in names],
-                [self.m[k][sl] for k in names], [self.v[k][sl] for k in names], [],
-                [torch.tensor(float(step), device=first.device) for _ in names],
-                lr=self.lr, beta1=b1, beta2=b2, weight_decay=0.0, eps=self.eps, amsgrad=False,
-                maximize=False)
+        names = list(grads)
+        fused = first.dtype in (torch.float32, torch.float64)
+        if self.moment_dtype == first.dtype and fused:
+            m = [self.m[k][sl] for k in names]
+            v = [self.v[k][sl] for k in names]
+        elif fused:  # widen this chunk's moments, one fused update, round back on storage
+            m = [self.m[k][sl].to(first.dtype) for k in names]
+            v = [self.v[k][sl].to(first.dtype) for k in names]
+        else:
+            self._update_unfused(params, grads, sl, step)
             return
+        # PyTorch's fused Adam kernel, on contiguous slices (it mis-updates tensors whose
+        # gradient strides differ from the parameter's, hence the .contiguous())
+        torch._fused_adam_(
+            [params[k][sl] for k in names], [grads[k].contiguous() for k in names], m, v, [],
+            [torch.tensor(float(step), device=first.device) for _ in names],
+            lr=self.lr, beta1=b1, beta2=b2, weight_decay=0.0, eps=self.eps, amsgrad=False,
+            maximize=False)
+        if self.moment_dtype != first.dtype:
+            for k, mk, vk in zip(names, m, v, strict=True):
+                self.m[k][sl] = mk
+                self.v[k][sl] = vk
+
+    def _update_unfused(self, params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor],
+                        sl: slice, step: int) -> None:
+        """Reference Adam in the working precision (parameters in half precision)."""
+        b1, b2 = self.betas
         c1, c2 = 1.0 - b1**step, 1.0 - b2**step
         for k, g in grads.items():
             g = g.contiguous().to(self.work_dtype)
