@@ -106,6 +106,36 @@ def committed_match(config: str, overrides: dict[str, Any] | None = None,
     return None
 
 
+def committed_runs_table(root: Path | None = None) -> pd.DataFrame:
+    """Every committed run, one row each, with where it ran and how it was evaluated: the
+    same paper setting may have been run on a GPU and on a CPU (with bfloat16 Adam moments)."""
+    rows = []
+    for s in committed_runs(root):
+        rec = json.loads((Path(s["run_dir"]) / "run.json").read_text())
+        hw = s["hardware"]
+        rows.append({
+            "config": s["config"], "folder": Path(s["run_dir"]).name, "profile": s["profile"],
+            "device": hw.get("gpu") or f"{hw.get('cpu', 'CPU')}, {hw.get('cores', '?')} cores",
+            "adam_moments": rec["config"]["moment_dtype"], "steps": s["steps"],
+            "train_hours": s["train_seconds"] / 3600, "s_per_step": s["seconds_per_step"],
+            "eval_epochs": s.get("eval_epochs"), "ours": s.get("acc_paper"),
+            "ours_clean": s.get("acc_clean"), "dataset": s["dataset"], "epsilon": s["epsilon"]})
+    return pd.DataFrame(rows)
+
+
+def reference_results(root: Path | None = None) -> pd.DataFrame:
+    """Non-private references (``datalens reference``): the evaluation classifier trained on
+    the real training set, the latest (longest) schedule per dataset."""
+    rows = []
+    for folder in sorted(((root or RESULTS_DIR) / "reference").glob("*")):
+        ev = latest_eval(folder)
+        if ev is not None:
+            rows.append({"dataset": folder.name, "eval_epochs": ev["epochs"],
+                         "real_data_paper_protocol": ev["paper"],
+                         "real_data_clean_protocol": ev["clean"], "best_epoch": ev["best_epoch"]})
+    return pd.DataFrame(rows)
+
+
 def best_of(*summaries: dict[str, Any] | None) -> dict[str, Any] | None:
     """The summary of the largest profile (paper > cpu > smoke) among those given."""
     cands = [s for s in summaries if s is not None]

@@ -37,9 +37,9 @@ from tqdm import tqdm
 from .aggregation import noisy_threshold, vote_sum
 from .config import TrainConfig
 from .data import load_dataset, partition
-from .ensemble import TeacherEnsemble
+from .ensemble import TeacherEnsemble, split_shapes
 from .models import Generator
-from .privacy import TopAggAccountant
+from .privacy import TopAggAccountant, topagg_max_queries
 from .provenance import atomic_save, atomic_write_json, peak_rss_gib, provenance
 
 
@@ -52,6 +52,38 @@ def resolve_device(device: str = "auto") -> torch.device:
     if device != "cpu" and not device.startswith("cuda"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
     return torch.device(device)
+
+
+def ensemble_state_bytes(cfg: TrainConfig, shape: tuple[int, int, int], y_dim: int) -> int:
+    """Bytes of the teachers' float32 parameters plus their two Adam moments."""
+    per_teacher = sum(int(np.prod(s)) for s in split_shapes(y_dim, shape).values())
+    moment = 2 if cfg.moment_dtype == "bfloat16" else 4
+    return cfg.teachers * per_teacher * (4 + 2 * moment)
+
+
+def check_ensemble_memory(cfg: TrainConfig, shape: tuple[int, int, int], y_dim: int,
+                          device: torch.device) -> None:
+    """Refuse, before allocating, an ensemble whose state cannot fit the device's free memory
+    (e.g. the paper's 4000 MNIST teachers with float32 Adam moments need 26.7 GB)."""
+    need = ensemble_state_bytes(cfg, shape, y_dim)
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+    else:
+        import psutil
+
+        free = psutil.virtual_memory().available
+    if need > free:
+        hint = (" Set moment_dtype=bfloat16 (CLI: --set moment_dtype=bfloat16) to halve the "
+                "Adam state, or use fewer teachers." if cfg.moment_dtype == "float32" else "")
+        raise ValueError(f"{cfg.teachers} teachers need {need / 2**30:.1f} GiB for parameters "
+                         f"and Adam moments ({cfg.moment_dtype}), but only {free / 2**30:.1f} "
+                         f"GiB is free on {device}.{hint}")
+
+
+def expected_steps(cfg: TrainConfig, batch: int) -> int:
+    """Generator steps the privacy budget allows (capped by ``max_steps``): B queries each."""
+    steps = topagg_max_queries(cfg.epsilon, cfg.k, cfg.sigma, cfg.delta, cfg.conversion) // batch
+    return steps if cfg.max_steps is None else min(steps, cfg.max_steps)
 
 
 @dataclass
@@ -92,6 +124,7 @@ class DataLensTrainer:
         self.g_opt = torch.optim.Adam(self.G.parameters(), lr=cfg.lr_generator,
                                       betas=(0.5, 0.999))
         moment = torch.bfloat16 if cfg.moment_dtype == "bfloat16" else None
+        check_ensemble_memory(cfg, self.shape, self.y_dim, self.device)
         self.ens = TeacherEnsemble(cfg.teachers, self.y_dim, self.shape, chunk=cfg.chunk,
                                    lr=cfg.lr_teacher, moment_dtype=moment, device=self.device,
                                    generator=torch.Generator().manual_seed(self.seed + 3))
@@ -261,8 +294,9 @@ class DataLensTrainer:
         resumed = resume and self.load_checkpoint()
         t_start = time.perf_counter()
         done_here = 0
-        bar = tqdm(total=self.cfg.max_steps, initial=self.state.step, disable=not self.progress,
-                   desc=f"DataLens {self.cfg.dataset} eps<={self.cfg.epsilon}", unit="step")
+        bar = tqdm(total=expected_steps(self.cfg, self.batch), initial=self.state.step,
+                   disable=not self.progress, unit="step",
+                   desc=f"DataLens {self.cfg.dataset} eps<={self.cfg.epsilon}")
         try:
             while self.can_step():
                 rec = self.step()

@@ -6,15 +6,18 @@ All teachers' parameters are stacked along a leading teacher axis and processed 
 * convolutions of all teachers of a chunk run as one grouped convolution;
 * the one-hot label channels that the conditional DCGAN concatenates to every layer are
   constant images, so their contribution to a convolution is a per-(teacher, class) spatial
-  bias map, computed once per call from the label part of the kernel instead of convolving ten
-  constant channels (the result is identical, border effects of the zero padding included);
-* fully connected layers are batched matrix products, their label columns a per-class bias.
+  bias map: the label part of the kernel contracted with the pattern of taps that fall inside
+  the image (border effects of the zero padding included), added per sample by a one-hot
+  batched matmul, instead of convolving ten constant channels;
+* fully connected layers are batched matrix products, their label columns a per-class bias;
+  the big 2058 -> 256 layer is computed as (W h^T)^T so its weight gradient is contiguous.
 
 Each teacher has its own Adam state (``StackedAdam``). With ``moment_dtype=torch.bfloat16``
 the Adam moments are stored in bfloat16 (parameters stay float32): at N = 4000 on MNIST that
 is 8.9 GB of weights + 8.9 GB of moments instead of 26.7 GB, which is what lets the paper's
-configuration run in 24 GiB. Updates are computed in float32 and rounded on storage; the
-rounding changes each moment by at most 2^-8 relatively (documented in the run record).
+configuration run in 24 GiB. Each chunk's moments are widened to float32, updated by PyTorch's
+fused Adam kernel and rounded back on storage; the rounding changes each moment by at most
+2^-8 relatively (documented in the run record).
 
 The result equals a loop over ordinary ``models.Discriminator`` modules (tested in float64).
 Not built on ``torch.func.vmap``: on CPU plain vmap over conv layers was measured barely faster

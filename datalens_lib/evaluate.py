@@ -72,8 +72,11 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     """Train ``EvalCNN`` with SGD and return per-epoch test accuracies and both protocols.
 
     With ``checkpoint``, the state (model, optimiser, RNG, accuracies so far) is saved every
-    ``checkpoint_every`` epochs (temp file + rename) and an interrupted call with the same
-    arguments resumes from it; the file is removed when training completes.
+    ``checkpoint_every`` epochs and after the last one (temp file + rename). The optimiser is
+    constant-rate SGD, so an n-epoch schedule is exactly the first n epochs of a longer one:
+    a later call with the same data, lr, batch size and seed but more epochs *continues* from
+    the checkpoint (an interrupted call resumes the same way), and a call with fewer epochs
+    than the checkpoint holds is answered from the stored per-epoch accuracies.
     """
     epochs = positive_int("epochs", epochs)
     lr = positive_float("lr", lr)
@@ -90,18 +93,25 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     model = EvalCNN(tuple(xtr.shape[1:]), num_classes).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     accs: list[float] = []
+    key = [lr, batch_size, seed, len(xtr), len(xte)]
     ckpt = Path(checkpoint) if checkpoint is not None else None
+    times: list[float] = []  # cumulative training seconds after each epoch
     if ckpt is not None and ckpt.exists():
         st = torch.load(ckpt, map_location=device, weights_only=False)
-        if st["args"] == [epochs, lr, batch_size, seed, len(xtr)]:
+        if st["args"] == key:
+            accs = list(st["accs"])
+            times = list(st["times"])
+            if len(accs) >= epochs:  # a longer schedule already ran: its prefix is the answer
+                return _classifier_result(accs[:epochs], lr, batch_size, seed, len(xtr),
+                                          times[epochs - 1], len(accs))
             model.load_state_dict(st["model"])
             opt.load_state_dict(st["opt"])
             gen.set_state(st["gen"])
             torch.set_rng_state(st["torch_rng"])  # dropout draws from the global generator
             if device.type == "cuda" and st.get("cuda_rng") is not None:
                 torch.cuda.set_rng_state(st["cuda_rng"], device)
-            accs = list(st["accs"])
-    t0 = time.perf_counter()
+    resumed_at = len(accs)
+    t0, before = time.perf_counter(), (times[-1] if times else 0.0)
     for epoch in tqdm(range(len(accs), epochs), disable=not progress, desc="classifier",
                       unit="epoch", initial=len(accs), total=epochs):
         model.train()
@@ -113,20 +123,25 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
             loss.backward()
             opt.step()
         accs.append(accuracy(model, xte, yte))
-        if ckpt is not None and (epoch + 1) % checkpoint_every == 0 and epoch + 1 < epochs:
-            state = {"args": [epochs, lr, batch_size, seed, len(xtr)], "accs": accs,
-                     "model": model.state_dict(), "opt": opt.state_dict(),
-                     "gen": gen.get_state(), "torch_rng": torch.get_rng_state(),
+        times.append(before + time.perf_counter() - t0)
+        if ckpt is not None and ((epoch + 1) % checkpoint_every == 0 or epoch + 1 == epochs):
+            state = {"args": key, "accs": accs, "model": model.state_dict(),
+                     "opt": opt.state_dict(), "gen": gen.get_state(),
+                     "torch_rng": torch.get_rng_state(),
                      "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda"
-                     else None}
+                     else None, "times": times}
             atomic_save(ckpt, lambda tmp, st=state: torch.save(st, tmp))
-    if ckpt is not None and ckpt.exists():
-        ckpt.unlink()
+    return _classifier_result(accs, lr, batch_size, seed, len(xtr), times[-1], resumed_at)
+
+
+def _classifier_result(accs: list[float], lr: float, batch_size: int, seed: int, n_train: int,
+                       seconds: float, resumed_at: int) -> dict[str, Any]:
     return {"test_accuracy_per_epoch": accs, "paper": max(accs), "clean": accs[-1],
             "shorter_schedules": schedule_sensitivity(accs),
-            "best_epoch": int(np.argmax(accs)) + 1, "epochs": epochs, "lr": lr,
-            "batch_size": batch_size, "seed": seed, "seconds": time.perf_counter() - t0,
-            "n_train": len(xtr)}
+            "best_epoch": int(np.argmax(accs)) + 1, "epochs": len(accs), "lr": lr,
+            "batch_size": batch_size, "seed": seed, "seconds": seconds,
+            "continued_from_epoch": resumed_at, "n_train": n_train}
+    # continued_from_epoch: epochs taken from a checkpoint (0: trained from scratch here)
 
 
 def schedule_sensitivity(accs: list[float], lengths=(10, 30, 100, 300)) -> dict[str, Any]:
@@ -150,16 +165,19 @@ def evaluate_samples(samples: str | Path, dataset: str, *, epochs: int = 600, lr
         raise ValueError(f"samples have shape {x.shape[1:]}, {dataset} images {ds.shape}")
     res = train_classifier(x, y, ds.x_test, ds.y_test, ds.num_classes, epochs=epochs, lr=lr,
                            batch_size=batch_size, seed=seed, device=device, progress=progress,
-                           checkpoint=Path(samples).parent / f".eval-{epochs}ep-{seed}.ckpt")
+                           checkpoint=Path(samples).parent / f".eval-seed{seed}.ckpt")
     res["dataset"] = dataset
     return res
 
 
 def evaluate_real(dataset: str, **kw: Any) -> dict[str, Any]:
-    """Non-private reference: the same classifier on the real training data."""
+    """Non-private reference: the same classifier on the real training data (``limit``: only
+    the first records)."""
     data_dir = kw.pop("data_dir", None)
+    limit = kw.pop("limit", None)
     ds = load_dataset(dataset, data_dir)
-    res = train_classifier(ds.x_train, ds.y_train, ds.x_test, ds.y_test, ds.num_classes, **kw)
+    x, y = ds.x_train[:limit], ds.y_train[:limit]
+    res = train_classifier(x, y, ds.x_test, ds.y_test, ds.num_classes, **kw)
     res["dataset"] = dataset
     return res
 

@@ -82,3 +82,35 @@ if len(done):
         f"Selecting the best epoch on the test set (paper protocol) adds {gap:+.4f} accuracy on "
         "average over the clean protocol in the cells above: the paper's numbers are "
         "optimistic in that sense."))
+
+# %% [markdown]
+# ## Every committed run, and where it ran
+#
+# The same paper setting can have more than one committed run: on a lent GPU and on the
+# project's 2-core CPU (there with bfloat16 Adam moments, so that 4000 teachers fit in 24 GiB;
+# see `datalens_lib.ensemble`). The *eval_epochs* column says how long the evaluation
+# classifier was trained; with fewer than the paper's 600 epochs the *paper protocol* value is
+# the maximum over those epochs only.
+
+# %%
+runs = book.compare(book.committed_runs_table().to_dict("records"), "tab_image.csv",
+                    ("dataset", "epsilon"))
+if len(runs):
+    display(runs[["config", "folder", "device", "adam_moments", "steps", "train_hours",
+                  "eval_epochs", "paper", "ours", "difference", "ours_clean"]].round(4))
+
+# %% [markdown]
+# ## Non-private reference
+#
+# The evaluation classifier trained on the *real* training set (`datalens reference`), an
+# upper bound for any synthetic data. It is not the paper's "DC-GAN (ε = ∞)" column, which
+# trains the classifier on samples of a non-private DC-GAN; that column is shown beside it.
+
+# %%
+ref = book.reference_results()
+if len(ref):
+    dcgan = book.paper_table("tab_image.csv", "DC-GAN")[["dataset", "value"]].rename(
+        columns={"value": "paper_dcgan_eps_inf"})
+    display(ref.merge(dcgan, on="dataset", how="left").round(4))
+else:
+    display(Markdown("No reference committed yet: run `datalens reference --dataset mnist`."))

@@ -61,3 +61,19 @@ def test_train_set_parses_json_and_plain_strings(monkeypatch):
                    "--set", "stochastic=false", "--set", "c=null"])
     assert rc == 2
     assert seen == {"moment_dtype": "float32", "max_steps": 5, "stochastic": False, "c": None}
+
+
+def test_reference_writes_record_and_extends(tmp_path, capsys, monkeypatch):
+    from conftest import real_dataset_dir
+
+    monkeypatch.setenv("DATALENS_DATA_DIR", str(real_dataset_dir("mnist").parent))
+    argv = ["reference", "--dataset", "mnist", "--limit", "300", "--device", "cpu",
+            "--out", str(tmp_path)]
+    assert cli.main(argv + ["--epochs", "1"]) == 0
+    assert cli.main(argv + ["--epochs", "2"]) == 0
+    one = json.loads((tmp_path / "eval-1ep.json").read_text())
+    two = json.loads((tmp_path / "eval-2ep.json").read_text())
+    assert two["continued_from_epoch"] == 1 and two["n_train"] == 300
+    assert two["test_accuracy_per_epoch"][0] == one["test_accuracy_per_epoch"][0]
+    assert "real training set" in two["what"] and "git_sha" in two
+    assert "real-data test accuracy" in capsys.readouterr().out

@@ -157,4 +157,64 @@ def test_classifier_resumes_from_checkpoint(tmp_path):
     resumed = train_classifier(x[:80], y[:80], x[80:], y[80:], 2, checkpoint=ck,
                                checkpoint_every=1, **args)
     assert resumed["test_accuracy_per_epoch"] == full["test_accuracy_per_epoch"]
-    assert not ck.exists()
+    assert resumed["continued_from_epoch"] == 2
+
+
+def test_classifier_schedule_extends_and_answers_prefixes(tmp_path):
+    """Constant-rate SGD: 2 epochs, then extended to 4, equal 4 epochs straight; 3 epochs is
+    then answered from the stored accuracies."""
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 2, 120)
+    x = rng.random((120, 1, 28, 28)).astype(np.float32)
+    data = (x[:80], y[:80], x[80:], y[80:], 2)
+    args = dict(lr=0.05, batch_size=32, progress=False)
+    full = train_classifier(*data, epochs=4, **args)
+    ck = tmp_path / "eval.ckpt"
+    short = train_classifier(*data, epochs=2, checkpoint=ck, **args)
+    assert short["test_accuracy_per_epoch"] == full["test_accuracy_per_epoch"][:2]
+    longer = train_classifier(*data, epochs=4, checkpoint=ck, **args)
+    assert longer["continued_from_epoch"] == 2
+    assert longer["test_accuracy_per_epoch"] == full["test_accuracy_per_epoch"]
+    prefix = train_classifier(*data, epochs=3, checkpoint=ck, **args)
+    assert prefix["test_accuracy_per_epoch"] == full["test_accuracy_per_epoch"][:3]
+    assert prefix["clean"] == full["test_accuracy_per_epoch"][2]
+    other_seed = train_classifier(*data, epochs=1, checkpoint=ck, seed=5, **args)
+    assert other_seed["continued_from_epoch"] == 0
+
+
+def test_fakes_per_label_sequence_equal_per_teacher_generator(tmp_path, mnist_dir):
+    """The deduplicated fakes are exactly the official per-teacher G(z, y_teacher) batches."""
+    cfg = load_config("mnist-eps1", "smoke", teachers=40, train_limit=600, chunk=7)
+    tr = DataLensTrainer(cfg, tmp_path, data_dir=mnist_dir, progress=False, device="cpu")
+    z = torch.rand(tr.batch, cfg.z_dim) * 2 - 1
+    uniq, which = tr._fakes_by_label_sequence(z, 0)
+    assert uniq.shape[0] < cfg.teachers  # teachers do share label sequences
+    with torch.no_grad():
+        for t in range(cfg.teachers):
+            y_t = tr.y[tr.parts[t, : tr.batch]]
+            direct = tr.G(z, tr._onehot(y_t)).view(tr.batch, *tr.shape)
+            torch.testing.assert_close(uniq[which[t]], direct, rtol=1e-5, atol=1e-6)
+
+
+def test_ensemble_memory_check_refuses_before_allocating():
+    from datalens_lib.datalens import check_ensemble_memory, ensemble_state_bytes
+
+    paper = load_config("mnist-eps1", "paper")
+    # 4000 teachers x 555,655 parameters x (4 + 2 x 4) bytes: the 26.7 GB quoted in the docs
+    assert ensemble_state_bytes(paper, (1, 28, 28), 10) == 4000 * 555655 * 12
+    bf16 = paper.with_overrides(moment_dtype="bfloat16")
+    assert ensemble_state_bytes(bf16, (1, 28, 28), 10) == 4000 * 555655 * 8
+    huge = paper.with_overrides(teachers=10**7)
+    with pytest.raises(ValueError, match="moment_dtype=bfloat16"):
+        check_ensemble_memory(huge, (1, 28, 28), 10, torch.device("cpu"))
+    check_ensemble_memory(load_config("mnist-eps1", "smoke"), (1, 28, 28), 10,
+                          torch.device("cpu"))
+
+
+def test_expected_steps_matches_the_budget_stop():
+    from datalens_lib.datalens import expected_steps
+
+    # the official MNIST eps=1 run stops after 86 steps of 15 queries (paper conversion)
+    assert expected_steps(load_config("mnist-eps1", "paper"), 15) == 86
+    assert expected_steps(load_config("mnist-eps1", "smoke"), 30) == 3
+    assert expected_steps(load_config("mnist-eps1", "cpu"), 15) == 3
