@@ -92,3 +92,26 @@ def test_every_book_notebook_has_a_parameters_cell_with_profile():
 def test_cli_run_unknown_notebook(capsys):
     assert cli.main(["run", "no_such_notebook"]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_committed_runs_table_lists_every_run_with_its_hardware():
+    from datalens_lib.results import RESULTS_DIR
+
+    table = book.committed_runs_table()
+    n = len(list((RESULTS_DIR / "datalens").glob("*/*/run.json")))
+    assert len(table) == n
+    if n:
+        assert table["device"].str.len().min() > 0
+        assert set(table["adam_moments"]) <= {"float32", "bfloat16"}
+        assert (table["ours_clean"] <= table["ours"]).all()
+
+
+def test_reference_results_take_the_longest_schedule(tmp_path):
+    d = tmp_path / "reference" / "mnist"
+    d.mkdir(parents=True)
+    for n, acc in ((2, 0.9), (10, 0.95)):
+        (d / f"eval-{n}ep.json").write_text(json.dumps(
+            {"epochs": n, "paper": acc, "clean": acc - 0.01, "best_epoch": n}))
+    (ref,) = book.reference_results(tmp_path).to_dict("records")
+    assert ref["eval_epochs"] == 10 and ref["real_data_paper_protocol"] == 0.95
+    assert book.reference_results(tmp_path / "none").empty
