@@ -180,6 +180,10 @@ def test_classifier_schedule_extends_and_answers_prefixes(tmp_path):
     assert prefix["clean"] == full["test_accuracy_per_epoch"][2]
     other_seed = train_classifier(*data, epochs=1, checkpoint=ck, seed=5, **args)
     assert other_seed["continued_from_epoch"] == 0
+    train_classifier(*data, epochs=2, checkpoint=ck, **args)
+    other_data = train_classifier(1 - x[:80], y[:80], x[80:], y[80:], 2, epochs=3,
+                                  checkpoint=ck, **args)
+    assert other_data["continued_from_epoch"] == 0
 
 
 def test_fakes_per_label_sequence_equal_per_teacher_generator(tmp_path, mnist_dir):
