@@ -299,23 +299,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.cmd == "data":
-        return _cmd_data(args)
-    if args.cmd == "privacy":
-        return _cmd_privacy(args)
-    if args.cmd == "train":
-        return _cmd_train(args)
-    if args.cmd == "evaluate":
-        return _cmd_evaluate(args)
-    if args.cmd == "results":
-        return _cmd_results(args)
-    if args.cmd == "reference":
-        return _cmd_reference(args)
-    if args.cmd == "run":
-        return _cmd_run(args)
-    if args.cmd == "run-all":
-        return _cmd_run_all(args)
-    raise AssertionError(args.cmd)
+    commands = {"data": _cmd_data, "privacy": _cmd_privacy, "train": _cmd_train,
+                "evaluate": _cmd_evaluate, "results": _cmd_results,
+                "reference": _cmd_reference, "run": _cmd_run, "run-all": _cmd_run_all}
+    return commands[args.cmd](args)
 
 
 if __name__ == "__main__":
