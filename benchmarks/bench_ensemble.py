@@ -6,15 +6,21 @@ query gradients) against a per-teacher loop of ordinary ``nn.Module`` discrimina
 the speed-up ratio. ``--peak-n 4000`` then builds the paper-size ensemble (bfloat16 Adam
 moments on CPU) and reports its peak RSS after one teacher step.
 
-    python benchmarks/bench_ensemble.py [--device cpu|cuda] [--teachers 50 200 1000]
+    python benchmarks/bench_ensemble.py [--device cpu|cuda] [--teachers 50 200 1000] \
+        [--peak-n 4000] [--record benchmarks/results/ensemble-<machine>.json]
+
+``--record`` also writes the figures with their provenance (git sha, package versions,
+hardware, date) as JSON; the committed records are in ``benchmarks/results/``.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import platform
 import time
+from pathlib import Path
 
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
@@ -23,7 +29,12 @@ import torch.nn.functional as F  # noqa: E402
 
 from datalens_lib.ensemble import TeacherEnsemble  # noqa: E402
 from datalens_lib.models import Discriminator  # noqa: E402
-from datalens_lib.provenance import peak_rss_gib  # noqa: E402
+from datalens_lib.provenance import (  # noqa: E402
+    atomic_write_json,
+    hardware,
+    peak_rss_gib,
+    provenance,
+)
 
 B, SHAPE, Y = 15, (1, 28, 28), 10
 
@@ -62,9 +73,14 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=50)
     ap.add_argument("--loop-max", type=int, default=200, help="largest N timed with the loop")
     ap.add_argument("--peak-n", type=int, default=0, help="N for the peak-RSS measurement")
+    ap.add_argument("--record", type=Path, help="also write the figures to this JSON file")
     args = ap.parse_args()
+    if args.chunk < 1 or min(args.teachers) < 1 or args.peak_n < 0:
+        ap.error("--chunk and --teachers must be positive, --peak-n non-negative")
+    rows: list[dict] = []
     device = torch.device(args.device)
-    name = torch.cuda.get_device_name(0) if device.type == "cuda" else platform.processor()
+    name = (torch.cuda.get_device_name(0) if device.type == "cuda"
+            else platform.processor() or hardware()["cpu"])
     print(f"device {device} ({name}), torch {torch.__version__}, threads "
           f"{torch.get_num_threads()}, THP_MEM_ALLOC_ENABLE={os.environ['THP_MEM_ALLOC_ENABLE']}")
     for n in args.teachers:
@@ -79,6 +95,7 @@ def main() -> None:
         vectorised_step(ens, x_real, x_fake, y, xq, yq, 1)
         sync(device)
         tv = time.perf_counter() - t
+        row = {"teachers": n, "vectorised_s_per_step": tv}
         line = f"N={n:5d}  vectorised {tv:7.2f} s/step ({1000 * tv / n:6.2f} ms/teacher)"
         if n <= args.loop_max:
             mods = [Discriminator(Y, SHAPE).to(device) for _ in range(n)]
@@ -91,7 +108,10 @@ def main() -> None:
             tl = time.perf_counter() - t
             line += f"   loop {tl:7.2f} s/step ({1000 * tl / n:6.2f} ms/teacher)   " \
                     f"speed-up x{tl / tv:.2f}"
+            row.update(loop_s_per_step=tl, speed_up=tl / tv)
+        rows.append(row)
         print(line, flush=True)
+    peak = None
     if args.peak_n:
         moments = torch.bfloat16 if device.type == "cpu" else None
         ens = TeacherEnsemble(args.peak_n, Y, SHAPE, chunk=args.chunk, device=device,
@@ -101,10 +121,21 @@ def main() -> None:
         ens.train_step(sl, torch.rand(n, B, *SHAPE, device=device),
                        torch.rand(n, B, *SHAPE, device=device),
                        torch.randint(0, Y, (n, B), device=device), 1)
+        peak = {"teachers": args.peak_n, "parameters_per_teacher": ens.num_parameters,
+                "moment_dtype": str(ens.adam.moment_dtype).removeprefix("torch."),
+                "peak_rss_gib": peak_rss_gib()}
+        if device.type == "cuda":
+            peak["cuda_peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
         print(f"N={args.peak_n}: {ens.num_parameters} parameters per teacher, Adam moments "
               f"{ens.adam.moment_dtype}; peak RSS {peak_rss_gib():.2f} GiB"
               + (f", CUDA peak {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB"
                  if device.type == "cuda" else ""))
+    if args.record:
+        atomic_write_json(args.record, {
+            "benchmark": "bench_ensemble", "date": datetime.datetime.now(datetime.UTC).isoformat(),
+            "device": str(device), "device_name": name, "batch": B, "chunk": args.chunk,
+            "threads": torch.get_num_threads(), "steps": rows, "peak": peak, **provenance()})
+        print(f"wrote {args.record}")
 
 
 if __name__ == "__main__":

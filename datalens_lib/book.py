@@ -136,6 +136,56 @@ def reference_results(root: Path | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def schedule_table(root: Path | None = None,
+                   lengths: tuple[int, ...] = (5, 10, 30, 100, 600)) -> pd.DataFrame:
+    """How the reported utility depends on the evaluation schedule, from committed runs.
+
+    The evaluation classifier uses constant-rate SGD, so an n-epoch schedule is exactly the
+    first n epochs of a longer one: both protocols at every n up to the evaluated length are
+    read off one run's per-epoch test accuracies (``evaluate.schedule_sensitivity``). One row
+    per committed run and schedule length; ``change_vs_longest`` is the paper-protocol value at
+    n minus the one at the run's longest schedule."""
+    rows = []
+    for s in committed_runs(root):
+        ev = latest_eval(Path(s["run_dir"]))
+        accs = (ev or {}).get("test_accuracy_per_epoch") or []
+        if not accs:
+            continue
+        full = max(accs)
+        for n in sorted({*(m for m in lengths if m <= len(accs)), len(accs)}):
+            rows.append({"config": s["config"], "folder": Path(s["run_dir"]).name,
+                         "run_dir": s["run_dir"],
+                         "evaluated_epochs": len(accs), "epochs": n,
+                         "paper_protocol": max(accs[:n]), "clean_protocol": accs[n - 1],
+                         "change_vs_longest": max(accs[:n]) - full})
+    return pd.DataFrame(rows)
+
+
+# settings that change cost or memory, not what a run computes (up to rounding)
+COMPUTE_ONLY_KEYS = frozenset({"chunk", "notes", "moment_dtype"})
+
+
+def schedule_check(config: dict[str, Any], epochs: int, full: int = 600,
+                   root: Path | None = None) -> dict[str, Any]:
+    """For an evaluation shortened to ``epochs``: how much the paper-protocol accuracy moved
+    between ``epochs`` and ``full`` epochs on the committed runs of the same setting (``config``
+    equal up to ``COMPUTE_ONLY_KEYS``) that were evaluated for ``full`` epochs — measured, not
+    assumed. An empty ``measured_on`` means no such run is committed."""
+    t = schedule_table(root, lengths=(epochs, full))
+    measured = []
+    for r in t.itertuples() if len(t) else ():
+        if r.evaluated_epochs < full or r.epochs != epochs:
+            continue
+        have = json.loads((Path(r.run_dir) / "run.json").read_text())["config"]
+        if any(have.get(k) != v for k, v in config.items() if k not in COMPUTE_ONLY_KEYS):
+            continue
+        measured.append({"run": f"{r.config}/{r.folder}",
+                         "paper_protocol_at_short": r.paper_protocol,
+                         "paper_protocol_at_full": round(r.paper_protocol - r.change_vs_longest, 6),
+                         "change": round(r.change_vs_longest, 6)})
+    return {"shortened_from_epochs": full, "measured_on": measured}
+
+
 def best_of(*summaries: dict[str, Any] | None) -> dict[str, Any] | None:
     """The summary of the largest profile (paper > cpu > smoke) among those given."""
     cands = [s for s in summaries if s is not None]

@@ -136,6 +136,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                            lr=cfg["eval_lr"], batch_size=cfg["eval_batch_size"], seed=args.seed,
                            device=device, limit=args.limit)
     res.update(provenance())
+    if epochs < cfg["eval_epochs"]:  # say, from committed full-length runs, what this costs
+        from .book import schedule_check
+
+        res["schedule_check"] = schedule_check(cfg, epochs, cfg["eval_epochs"])
     name = args.name or f"eval-{epochs}ep.json"
     atomic_write_json(run_dir / name, res)
     print(f"test accuracy: paper protocol (max over epochs) {res['paper']:.4f}, "

@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -115,3 +116,26 @@ def test_reference_results_take_the_longest_schedule(tmp_path):
     (ref,) = book.reference_results(tmp_path).to_dict("records")
     assert ref["eval_epochs"] == 10 and ref["real_data_paper_protocol"] == 0.95
     assert book.reference_results(tmp_path / "none").empty
+
+
+def test_schedule_table_reads_prefixes_of_one_evaluation(tmp_path):
+    run = tmp_path / "datalens" / "mnist-eps1" / "paper"
+    run.mkdir(parents=True)
+    rec = json.loads((Path(__file__).resolve().parents[1] / "data" / "results" / "datalens"
+                      / "mnist-eps1" / "paper" / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps(rec))
+    accs = [0.1, 0.5, 0.4, 0.7, 0.6, 0.65]
+    (run / "eval-6ep.json").write_text(json.dumps(
+        {"epochs": 6, "paper": 0.7, "clean": 0.65, "test_accuracy_per_epoch": accs}))
+    t = book.schedule_table(tmp_path, lengths=(2, 3, 10)).set_index("epochs")
+    assert list(t.index) == [2, 3, 6]  # 10 > 6 evaluated epochs; the longest is always listed
+    assert t.loc[3, "paper_protocol"] == 0.5 and t.loc[3, "clean_protocol"] == 0.4
+    assert t.loc[6, "paper_protocol"] == 0.7 and t.loc[6, "change_vs_longest"] == 0
+    assert t.loc[2, "change_vs_longest"] == pytest.approx(-0.2)
+    cfg = {**rec["config"], "chunk": 16, "moment_dtype": "bfloat16"}  # compute-only changes
+    check = book.schedule_check(cfg, 2, full=6, root=tmp_path)
+    assert check["measured_on"] == [{"run": "mnist-eps1/paper", "paper_protocol_at_short": 0.5,
+                                     "paper_protocol_at_full": 0.7, "change": -0.2}]
+    other = {**cfg, "sigma": cfg["sigma"] / 2}  # another setting: nothing measured for it
+    assert book.schedule_check(other, 2, full=6, root=tmp_path)["measured_on"] == []
+    assert book.schedule_check(cfg, 2, full=600, root=tmp_path)["measured_on"] == []  # 6 < 600

@@ -79,6 +79,9 @@ def test_cli_train_and_evaluate(tmp_path, mnist_dir, monkeypatch, capsys):
     assert cli.main(["evaluate", str(out), "--epochs", "1", "--device", "cpu"]) == 0
     res = json.loads((out / "eval-1ep.json").read_text())
     assert 0.0 <= res["clean"] <= res["paper"] <= 1.0 and res["n_train"] == 60
+    # 1 < the smoke profile's 2 epochs: the record says it was shortened (no full-length
+    # smoke-setting run is committed, so nothing was measured)
+    assert res["schedule_check"] == {"shortened_from_epochs": 2, "measured_on": []}
     assert cli.main(["evaluate", str(tmp_path / "nothing")]) == 2
 
 
