@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import os
 import platform
 import time
@@ -66,6 +67,28 @@ def loop_step(mods, opts, x_real, x_fake, y, xq, yq):
     return out
 
 
+def measure_peak(n_teachers: int, chunk: int, device: torch.device) -> dict:
+    """Build the paper-size ensemble and take one teacher step. Run first, in a fresh process:
+    peak RSS is the process's lifetime maximum, so nothing else may have run before it."""
+    moments = torch.bfloat16 if device.type == "cpu" else None
+    ens = TeacherEnsemble(n_teachers, Y, SHAPE, chunk=chunk, device=device, moment_dtype=moments)
+    sl = next(ens.slices())
+    n = sl.stop - sl.start
+    ens.train_step(sl, torch.rand(n, B, *SHAPE, device=device),
+                   torch.rand(n, B, *SHAPE, device=device),
+                   torch.randint(0, Y, (n, B), device=device), 1)
+    peak = {"teachers": n_teachers, "parameters_per_teacher": ens.num_parameters,
+            "moment_dtype": str(ens.adam.moment_dtype).removeprefix("torch."),
+            "peak_rss_gib": peak_rss_gib()}
+    if device.type == "cuda":
+        peak["cuda_peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    print(f"N={n_teachers}: {ens.num_parameters} parameters per teacher, Adam moments "
+          f"{peak['moment_dtype']}; peak RSS {peak['peak_rss_gib']:.2f} GiB"
+          + (f", CUDA peak {peak['cuda_peak_gib']:.2f} GiB" if device.type == "cuda" else ""),
+          flush=True)
+    return peak
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
@@ -83,6 +106,8 @@ def main() -> None:
             else platform.processor() or hardware()["cpu"])
     print(f"device {device} ({name}), torch {torch.__version__}, threads "
           f"{torch.get_num_threads()}, THP_MEM_ALLOC_ENABLE={os.environ['THP_MEM_ALLOC_ENABLE']}")
+    peak = measure_peak(args.peak_n, args.chunk, device) if args.peak_n else None
+    gc.collect()  # the paper-size ensemble is freed before the timings
     for n in args.teachers:
         ens = TeacherEnsemble(n, Y, SHAPE, chunk=min(args.chunk, n), device=device)
         x_real = torch.rand(n, B, *SHAPE, device=device)
@@ -111,25 +136,8 @@ def main() -> None:
             row.update(loop_s_per_step=tl, speed_up=tl / tv)
         rows.append(row)
         print(line, flush=True)
-    peak = None
-    if args.peak_n:
-        moments = torch.bfloat16 if device.type == "cpu" else None
-        ens = TeacherEnsemble(args.peak_n, Y, SHAPE, chunk=args.chunk, device=device,
-                              moment_dtype=moments)
-        sl = next(ens.slices())
-        n = sl.stop - sl.start
-        ens.train_step(sl, torch.rand(n, B, *SHAPE, device=device),
-                       torch.rand(n, B, *SHAPE, device=device),
-                       torch.randint(0, Y, (n, B), device=device), 1)
-        peak = {"teachers": args.peak_n, "parameters_per_teacher": ens.num_parameters,
-                "moment_dtype": str(ens.adam.moment_dtype).removeprefix("torch."),
-                "peak_rss_gib": peak_rss_gib()}
-        if device.type == "cuda":
-            peak["cuda_peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
-        print(f"N={args.peak_n}: {ens.num_parameters} parameters per teacher, Adam moments "
-              f"{ens.adam.moment_dtype}; peak RSS {peak_rss_gib():.2f} GiB"
-              + (f", CUDA peak {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB"
-                 if device.type == "cuda" else ""))
+        ens = mods = opts = None  # free this N before building the next
+        gc.collect()
     if args.record:
         atomic_write_json(args.record, {
             "benchmark": "bench_ensemble", "date": datetime.datetime.now(datetime.UTC).isoformat(),
