@@ -17,7 +17,7 @@ import pandas as pd
 from .config import available_configs, load_config
 from .data import DatasetNotFoundError, get_spec, resolve_dataset_dir
 from .datalens import DataLensTrainer
-from .evaluate import evaluate_samples
+from .evaluate import evaluate_samples, schedule_sensitivity
 from .privacy import topagg_sigma_for_queries
 from .provenance import REPO_ROOT, atomic_write_json
 from .results import PAPER_DIR, RESULTS_DIR, latest_eval, paper_values
@@ -142,7 +142,7 @@ def schedule_table(root: Path | None = None,
 
     The evaluation classifier uses constant-rate SGD, so an n-epoch schedule is exactly the
     first n epochs of a longer one: both protocols at every n up to the evaluated length are
-    read off one run's per-epoch test accuracies (``evaluate.schedule_sensitivity``). One row
+    read off one run's per-epoch test accuracies (``schedule_sensitivity``). One row
     per committed run and schedule length; ``change_vs_longest`` is the paper-protocol value at
     n minus the one at the run's longest schedule."""
     rows = []
@@ -151,13 +151,12 @@ def schedule_table(root: Path | None = None,
         accs = (ev or {}).get("test_accuracy_per_epoch") or []
         if not accs:
             continue
-        full = max(accs)
-        for n in sorted({*(m for m in lengths if m <= len(accs)), len(accs)}):
+        for n, acc in schedule_sensitivity(accs, sorted({*lengths, len(accs)})).items():
             rows.append({"config": s["config"], "folder": Path(s["run_dir"]).name,
-                         "run_dir": s["run_dir"],
-                         "evaluated_epochs": len(accs), "epochs": n,
-                         "paper_protocol": max(accs[:n]), "clean_protocol": accs[n - 1],
-                         "change_vs_longest": max(accs[:n]) - full})
+                         "run_dir": s["run_dir"], "evaluated_epochs": len(accs),
+                         "epochs": int(n), "paper_protocol": acc["paper"],
+                         "clean_protocol": acc["clean"],
+                         "change_vs_longest": acc["paper"] - max(accs)})
     return pd.DataFrame(rows)
 
 

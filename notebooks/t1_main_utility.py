@@ -126,11 +126,12 @@ else:
 # %% [markdown]
 # ## How long must the evaluation classifier train?
 #
-# The paper trains the evaluation CNN for 600 epochs, which costs about 12 h per run on a 2-core
-# CPU. The classifier uses constant-rate SGD, so a shorter schedule is exactly a prefix of the
-# longer one, and both protocols at every length can be read off one run's per-epoch test
-# accuracies. The table lists them for every committed run; *change_vs_longest* is the
-# paper-protocol value at that length minus the value at the run's longest evaluation.
+# The paper trains the evaluation CNN for 600 epochs, which takes hours per run on a CPU (each
+# evaluation record gives its time in `seconds`). The classifier uses constant-rate SGD, so a
+# shorter schedule is exactly a prefix of the longer one, and both protocols at every length can
+# be read off one run's per-epoch test accuracies. The table lists them for every committed
+# run; *change_vs_longest* is the paper-protocol value at that length minus the value at the
+# run's longest evaluation.
 
 # %%
 sched = book.schedule_table()
