@@ -6,7 +6,7 @@ VENV ?= .venv
 PROFILE ?= smoke
 BIN := $(VENV)/bin
 
-.PHONY: venv test lint notebooks book clean-book bench
+.PHONY: venv test test-fast mutation mutation-report lint notebooks book clean-book bench
 
 venv: $(VENV)/.installed
 
@@ -19,6 +19,20 @@ $(VENV)/.installed: pyproject.toml
 
 test: venv
 	$(BIN)/python -m pytest -q
+
+# the fast set only (slow-marked tests deselected); `make test` runs everything, fast first
+test-fast: venv
+	$(BIN)/python -m pytest -q -m "not slow"
+
+# mutation testing of the privacy-critical modules (tests/README.md); about 1-2 h on 2 cores,
+# resumable (mutmut keeps its results in mutants/); not part of CI
+mutation: venv
+	$(BIN)/python -m pip install -q -e ".[mutation]"
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/mutmut run --max-children 2 || true
+	$(MAKE) mutation-report
+
+mutation-report:
+	$(BIN)/python scripts/mutation_report.py --out tests/mutation-report.md
 
 lint: venv
 	$(BIN)/ruff check datalens_lib tests benchmarks notebooks

@@ -86,6 +86,14 @@ def expected_steps(cfg: TrainConfig, batch: int) -> int:
     return steps if cfg.max_steps is None else min(steps, cfg.max_steps)
 
 
+def student_loss(x: torch.Tensor, g_bar: torch.Tensor, gamma: float) -> torch.Tensor:
+    """The generator's loss in paper Alg. 1: ``sum (G(z) - x_hat)^2`` with the target
+    ``x_hat = G(z) + gamma * g_bar`` held fixed, so ``d loss / d G(z) = -2 gamma g_bar``: the
+    samples move along TopAgg's aggregated direction (official code: ``gamma`` = 1e-3)."""
+    x_hat = x.detach() + gamma * g_bar
+    return ((x - x_hat) ** 2).sum()
+
+
 @dataclass
 class _State:
     step: int = 0
@@ -196,8 +204,7 @@ class DataLensTrainer:
                                      cfg.threshold)
         # without thresholding the noisy sum is scaled to a mean vote (our choice; ablation only)
         g_bar = (out if cfg.threshold else noisy / cfg.teachers).to(x_q.dtype)
-        x_hat = x_q.detach() + cfg.gamma * g_bar.view_as(x_q)
-        loss = ((x_q - x_hat) ** 2).sum()
+        loss = student_loss(x_q, g_bar.view_as(x_q), cfg.gamma)
         self.g_opt.zero_grad(set_to_none=True)
         loss.backward()
         self.g_opt.step()
@@ -250,7 +257,7 @@ class DataLensTrainer:
     def load_checkpoint(self) -> bool:
         if not self.checkpoint_path.exists():
             return False
-        st = torch.load(self.checkpoint_path, map_location=self.device, weights_only=False)
+        st = torch.load(self.checkpoint_path, map_location=self.device, weights_only=True)
         if st["config"] != self.cfg.to_dict() or st["seed"] != self.seed:
             raise ValueError(f"{self.checkpoint_path} was written by a different config or "
                              "seed; use another --out or delete it")
@@ -359,9 +366,3 @@ class DataLensTrainer:
         rec.update(provenance())
         return rec
 
-
-def train(config: TrainConfig, out_dir: str | Path, **kw: Any) -> dict[str, Any]:
-    """Convenience wrapper: ``DataLensTrainer(config, out_dir, **kw).run(resume=...)``."""
-    resume = kw.pop("resume", False)
-    stop_after = kw.pop("stop_after", None)
-    return DataLensTrainer(config, out_dir, **kw).run(resume=resume, stop_after=stop_after)

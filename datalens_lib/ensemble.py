@@ -123,6 +123,8 @@ class StackedAdam:
     Hand-written because ``torch.optim.Adam`` keeps one state per tensor, not per slice, and
     its CPU fused kernel silently mis-updates when a gradient's strides differ from its
     parameter's. Defaults follow the official code: lr 1e-3, betas (0.5, 0.999), eps 1e-8.
+    Parameters are float32 or float64 (PyTorch's fused kernel); the moments may be stored in
+    a narrower ``moment_dtype`` (bfloat16 halves the state) and are widened chunk by chunk.
     """
 
     def __init__(self, params: dict[str, torch.Tensor], lr: float = 1e-3,
@@ -131,14 +133,13 @@ class StackedAdam:
         self.lr = positive_float("lr", lr)
         self.betas, self.eps = betas, positive_float("eps", eps)
         first = next(iter(params.values()))
+        if first.dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"parameters must be float32 or float64, got {first.dtype}")
         self.moment_dtype = moment_dtype or first.dtype
-        # arithmetic in the parameters' precision, at least float32
-        self.work_dtype = torch.promote_types(first.dtype, torch.float32)
         self.m = {k: torch.zeros(v.shape, dtype=self.moment_dtype, device=v.device)
                   for k, v in params.items()}
         self.v = {k: torch.zeros(v.shape, dtype=self.moment_dtype, device=v.device)
                   for k, v in params.items()}
-        self.steps = 0  # every teacher has taken the same number of steps
 
     @torch.no_grad()
     def update(self, params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor],
@@ -147,16 +148,12 @@ class StackedAdam:
         b1, b2 = self.betas
         first = next(iter(params.values()))
         names = list(grads)
-        fused = first.dtype in (torch.float32, torch.float64)
-        if self.moment_dtype == first.dtype and fused:
+        if self.moment_dtype == first.dtype:
             m = [self.m[k][sl] for k in names]
             v = [self.v[k][sl] for k in names]
-        elif fused:  # widen this chunk's moments, one fused update, round back on storage
+        else:  # widen this chunk's moments, one fused update, round back on storage
             m = [self.m[k][sl].to(first.dtype) for k in names]
             v = [self.v[k][sl].to(first.dtype) for k in names]
-        else:
-            self._update_unfused(params, grads, sl, step)
-            return
         # PyTorch's fused Adam kernel, on contiguous slices (it mis-updates tensors whose
         # gradient strides differ from the parameter's, hence the .contiguous())
         torch._fused_adam_(
@@ -169,27 +166,12 @@ class StackedAdam:
                 self.m[k][sl] = mk
                 self.v[k][sl] = vk
 
-    def _update_unfused(self, params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor],
-                        sl: slice, step: int) -> None:
-        """Reference Adam in the working precision (parameters in half precision)."""
-        b1, b2 = self.betas
-        c1, c2 = 1.0 - b1**step, 1.0 - b2**step
-        for k, g in grads.items():
-            g = g.contiguous().to(self.work_dtype)
-            m = self.m[k][sl].to(self.work_dtype).mul_(b1).add_(g, alpha=1 - b1)
-            v = self.v[k][sl].to(self.work_dtype).mul_(b2).addcmul_(g, g, value=1 - b2)
-            self.m[k][sl] = m.to(self.moment_dtype)
-            self.v[k][sl] = v.to(self.moment_dtype)
-            denom = (v / c2).sqrt_().add_(self.eps)
-            params[k][sl] -= (self.lr / c1) * (m / denom).to(params[k].dtype)
-
     def state_dict(self) -> dict:
-        return {"m": self.m, "v": self.v, "steps": self.steps}
+        return {"m": self.m, "v": self.v}
 
     def load_state_dict(self, state: dict) -> None:
         self.m = {k: t.to(self.moment_dtype) for k, t in state["m"].items()}
         self.v = {k: t.to(self.moment_dtype) for k, t in state["v"].items()}
-        self.steps = int(state["steps"])
 
 
 class TeacherEnsemble:

@@ -31,3 +31,10 @@ def real_dataset_dir(name: str) -> Path:
         if (SHARED / name).is_dir():
             return SHARED / name
         pytest.skip(f"real {name} not available here")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run the fast tests first and the ``slow``-marked ones last (otherwise in collection
+    order): a broken change fails within seconds, and a mutation run (``pytest -x``) stops at
+    the cheapest failing test."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is not None)

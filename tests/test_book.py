@@ -67,6 +67,7 @@ print("x is", x * 2)
 '''
 
 
+@pytest.mark.slow
 def test_run_notebook_executes_skips_and_fails_cleanly(tmp_path):
     src = tmp_path / "tiny.py"
     src.write_text(NB)

@@ -2,6 +2,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from datalens_lib import cli
 from datalens_lib.data import registry
 
@@ -41,6 +43,7 @@ def test_data_check_missing(tmp_path, monkeypatch, capsys):
     assert "not found" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_console_script_installed():
     r = subprocess.run([sys.executable, "-m", "datalens_lib.cli", "privacy", "--k", "200",
                         "--sigma", "5000", "--epsilon", "1", "--json"],
@@ -63,6 +66,7 @@ def test_train_set_parses_json_and_plain_strings(monkeypatch):
     assert seen == {"moment_dtype": "float32", "max_steps": 5, "stochastic": False, "c": None}
 
 
+@pytest.mark.slow
 def test_reference_writes_record_and_extends(tmp_path, capsys, monkeypatch):
     from conftest import real_dataset_dir
 

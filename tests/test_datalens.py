@@ -23,6 +23,7 @@ def _trainer(out, mnist_dir, **kw):
                            device="cpu", profile="smoke", **kw)
 
 
+@pytest.mark.slow
 def test_smoke_run_stops_at_budget_and_resumes_identically(tmp_path, mnist_dir):
     full = _trainer(tmp_path / "a", mnist_dir).run()
     assert full["status"] == "complete" and full["steps"] == 3 and full["queries"] == 90
@@ -70,6 +71,7 @@ def test_class_table_fakes_and_bf16_moments_run(tmp_path, mnist_dir):
     assert rec["steps"] == 2 and "note_moments" in rec
 
 
+@pytest.mark.slow
 def test_cli_train_and_evaluate(tmp_path, mnist_dir, monkeypatch, capsys):
     monkeypatch.setenv("DATALENS_DATA_DIR", str(mnist_dir.parent))
     out = tmp_path / "run"
@@ -85,6 +87,7 @@ def test_cli_train_and_evaluate(tmp_path, mnist_dir, monkeypatch, capsys):
     assert cli.main(["evaluate", str(tmp_path / "nothing")]) == 2
 
 
+@pytest.mark.slow
 def test_classifier_learns_separable_data():
     rng = np.random.default_rng(0)
     y = rng.integers(0, 2, 400)
@@ -189,6 +192,7 @@ def test_classifier_schedule_extends_and_answers_prefixes(tmp_path):
     assert other_data["continued_from_epoch"] == 0
 
 
+@pytest.mark.slow
 def test_fakes_per_label_sequence_equal_per_teacher_generator(tmp_path, mnist_dir):
     """The deduplicated fakes are exactly the official per-teacher G(z, y_teacher) batches."""
     cfg = load_config("mnist-eps1", "smoke", teachers=40, train_limit=600, chunk=7)

@@ -93,3 +93,45 @@ def test_generator_groups_equal_separate_calls():
     torch.testing.assert_close(both[:3], g(z[:3], y[:3]))
     torch.testing.assert_close(both[3:], g(z[3:], y[3:]))
     assert both.shape == (6, 1, 28, 28) and 0 <= both.min() and both.max() <= 1
+
+
+def test_adam_refuses_half_precision_parameters():
+    with pytest.raises(ValueError, match="^parameters must be float32 or float64"):
+        StackedAdam({"w": torch.zeros(2, 5, dtype=torch.bfloat16)})
+
+
+def test_adam_updates_only_its_slice_and_state_roundtrips():
+    p = {"w": torch.zeros(4, 3)}
+    a = StackedAdam(p, moment_dtype=torch.bfloat16)
+    a.update(p, {"w": torch.ones(2, 3)}, slice(1, 3), 1)
+    assert p["w"][[0, 3]].abs().sum() == 0 and (p["w"][1:3] < 0).all()
+    assert a.m["w"][[0, 3]].abs().sum() == 0 and a.m["w"].dtype == torch.bfloat16
+    b = StackedAdam({"w": torch.zeros(4, 3)}, moment_dtype=torch.bfloat16)
+    b.load_state_dict({k: {n: t.float() for n, t in v.items()} for k, v in
+                       a.state_dict().items()})
+    assert b.m["w"].dtype == torch.bfloat16 and b.v["w"].dtype == torch.bfloat16
+    assert torch.equal(b.m["w"], a.m["w"]) and torch.equal(b.v["w"], a.v["w"])
+
+
+def test_ensemble_state_roundtrip_and_layout():
+    a = TeacherEnsemble(3, 10, (1, 28, 28), chunk=2, generator=torch.Generator().manual_seed(0))
+    b = TeacherEnsemble(3, 10, (1, 28, 28), chunk=2, generator=torch.Generator().manual_seed(1))
+    x = torch.rand(3, 2, 1, 28, 28)
+    y = torch.randint(0, 10, (3, 2))
+    for sl in a.slices():
+        a.train_step(sl, x[sl], x[sl].flip(-1), y[sl], 1)
+    b.load_state_dict(a.state_dict())
+    for k in a.params:
+        assert torch.equal(a.params[k], b.params[k])
+        assert torch.equal(a.adam.m[k], b.adam.m[k]) and torch.equal(a.adam.v[k], b.adam.v[k])
+    d = Discriminator(10, (1, 28, 28))
+    full = a.teacher_state(1)
+    assert {k: tuple(v.shape) for k, v in full.items()} == {
+        k: tuple(v.shape) for k, v in d.params.items()}
+    # the label part of each weight comes last on the input axis
+    assert torch.equal(full["w0"][:, -10:], a.params["w0y"][1])
+    assert torch.equal(full["w3"][:, :-10], a.params["w3x"][1])
+    assert [(s.start, s.stop) for s in a.slices()] == [(0, 2), (2, 3)]
+    p = a.chunk_params(slice(0, 2), requires_grad=True)
+    assert all(v.requires_grad and v.shape[0] == 2 for v in p.values())
+    assert not any(v.requires_grad for v in a.chunk_params(slice(0, 2)).values())

@@ -44,8 +44,9 @@ def test_paper_conversion_by_hand():
     assert topagg_epsilon(t, k, s, d) == pytest.approx(by_hand, rel=1e-12)
 
 
-@pytest.mark.parametrize("k,sigma,eps", [(200, 5000.0, 1.0), (300, 800.0, 10.0),
-                                         (700, 9000.0, 1.0), (200, 5000.0, 0.2)])
+@pytest.mark.parametrize("k,sigma,eps", [
+    (200, 5000.0, 1.0), pytest.param(300, 800.0, 10.0, marks=pytest.mark.slow),
+    (700, 9000.0, 1.0), (200, 5000.0, 0.2)])
 def test_conversions_ordered(k, sigma, eps):
     t = {c: topagg_max_queries(eps, k, sigma, 1e-5, c) for c in ("paper", "rdp", "pld")}
     assert t["pld"] > t["rdp"] > t["paper"] > 0
@@ -188,3 +189,90 @@ def test_accountant_data_dependent_tighter_with_consensus():
 def test_paper_conversion_helper_validates_delta():
     with pytest.raises(ValueError, match="delta"):
         rdp_to_epsilon_paper(np.ones(3), [2, 3, 4], 0.0)
+
+
+# ---------------------------------------------------------------- pinned edge cases
+
+
+def test_max_queries_is_zero_when_not_one_query_fits():
+    one = topagg_epsilon(1, 200, 5000.0, 1e-5)
+    assert topagg_max_queries(one * 0.99, 200, 5000.0, 1e-5) == 0
+    assert topagg_max_queries(one, 200, 5000.0, 1e-5) == 1
+    for conversion in ("rdp", "pld"):
+        e1 = topagg_epsilon(1, 200, 5000.0, 1e-5, conversion)
+        assert topagg_max_queries(e1 * 0.99, 200, 5000.0, 1e-5, conversion) == 0
+
+
+@pytest.mark.parametrize("t", [2, 3, 5, 64, 1000])
+def test_max_queries_is_exact_at_every_size(t):
+    """eps(T) <= target < eps(T + 1) for a target set between eps(t) and eps(t + 1)."""
+    target = (topagg_epsilon(t, 50, 400.0, 1e-5) + topagg_epsilon(t + 1, 50, 400.0, 1e-5)) / 2
+    assert topagg_max_queries(target, 50, 400.0, 1e-5) == t
+
+
+def test_max_queries_refuses_an_absurd_budget():
+    with pytest.raises(ValueError, match="queries fit the budget"):
+        topagg_max_queries(1e9, 1, 1e12, 1e-5)
+
+
+def test_epsilon_of_one_query_by_hand_for_each_conversion():
+    k, s, d = 200, 5000.0, 1e-5
+    mult = s / (2 * math.sqrt(k))
+    assert noise_multiplier(k, s) == pytest.approx(mult, rel=1e-15)
+    orders = [1.0 + x / 20.0 for x in range(1, 100)] + list(range(6, 200))
+    acc = rdp.RdpAccountant(orders=orders)
+    acc.compose(dp_accounting.GaussianDpEvent(mult), 7)
+    assert topagg_epsilon(7, k, s, d, "rdp") <= acc.get_epsilon(d) + 1e-12
+    pld_acc = dp_accounting.pld.PLDAccountant()
+    pld_acc.compose(dp_accounting.GaussianDpEvent(mult), 7)
+    assert topagg_epsilon(7, k, s, d, "pld") == pytest.approx(pld_acc.get_epsilon(d), rel=1e-9)
+    # the paper conversion picks the best order of the official grid
+    eps, order = rdp_to_epsilon_paper(7 * topagg_rdp(PAPER_ORDERS, k, s), PAPER_ORDERS, d)
+    assert order in PAPER_ORDERS and eps == topagg_epsilon(7, k, s, d)
+    assert topagg_rdp([2.0], k, s)[0] == pytest.approx(2 * k * 2 / s**2, rel=1e-15)
+    with pytest.raises(ValueError, match="> 1"):
+        topagg_rdp([1.0], k, s)
+
+
+def test_sigma_for_queries_bad_inputs_and_tolerance():
+    s = topagg_sigma_for_queries(100, 1.0, 50, 1e-5, "paper", rtol=1e-3)
+    assert topagg_epsilon(100, 50, s, 1e-5) <= 1.0
+    assert topagg_epsilon(100, 50, s * (1 - 2e-3), 1e-5) > 1.0
+    for kwargs, match in ((dict(queries=0), "queries"), (dict(epsilon=0.0), "epsilon"),
+                          (dict(rtol=0.0), "rtol"), (dict(k=0), "k"),
+                          (dict(delta=1.0), "delta"), (dict(conversion="x"), "conversion")):
+        args = dict(queries=100, epsilon=1.0, k=50, delta=1e-5) | kwargs
+        with pytest.raises(ValueError, match=match):
+            topagg_sigma_for_queries(**args)
+
+
+def test_ledger_mixes_plain_and_vote_queries():
+    """Queries recorded without votes are charged the data-independent RDP in the
+    data-dependent total; with none recorded at all, both ledgers are zero."""
+    acc = TopAggAccountant(1, 3.0, 1e-5)
+    assert acc.epsilon() == 0.0 and acc.data_dependent_epsilon() == 0.0
+    acc.add_queries(4)
+    assert acc.queries == 4 and acc.dependent_queries == 0
+    # no votes recorded: the data-dependent total is the data-independent one
+    assert acc.data_dependent_epsilon() == pytest.approx(acc.epsilon(), rel=1e-12)
+    votes = np.zeros((3, 4))
+    votes[:, 0] = 100.0
+    log_q = acc.add_votes(votes, beta=0.5, n_teachers=100)
+    assert log_q.shape == (3,) and acc.queries == 7 and acc.dependent_queries == 3
+    by_hand = sum(data_dependent_rdp(float(lq), PAPER_ORDERS, 1, 3.0) for lq in log_q)
+    by_hand = by_hand + 4 * topagg_rdp(PAPER_ORDERS, 1, 3.0)
+    assert acc.data_dependent_epsilon() == pytest.approx(
+        rdp_to_epsilon_paper(by_hand, PAPER_ORDERS, 1e-5)[0], rel=1e-12)
+    assert acc.epsilon() == pytest.approx(topagg_epsilon(7, 1, 3.0, 1e-5), rel=1e-12)
+    assert acc.epsilon_if(2, "rdp") == pytest.approx(topagg_epsilon(9, 1, 3.0, 1e-5, "rdp"))
+    clone = TopAggAccountant.from_state_dict(acc.state_dict())
+    assert (clone.queries, clone.dependent_queries, clone.k, clone.sigma, clone.delta) == (
+        7, 3, 1, 3.0, 1e-5)
+    np.testing.assert_array_equal(clone.dependent_rdp, acc.dependent_rdp)
+    assert clone.data_dependent_epsilon() == acc.data_dependent_epsilon()
+    with pytest.raises(ValueError, match="conversion"):
+        acc.epsilon("gdp")
+    with pytest.raises(ValueError, match="extra_queries"):
+        acc.epsilon_if(-1)
+    with pytest.raises(ValueError):
+        acc.add_queries(-1)

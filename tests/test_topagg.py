@@ -169,3 +169,36 @@ def test_bad_gradients():
         topagg(bad, 2, 1.0, 0.1, None)
     with pytest.raises(ValueError, match="floating"):
         topagg(torch.ones(1, 2, 10, dtype=torch.int64), 2, 1.0, 0.1, None)
+
+
+def test_topagg_class_forwards_every_field_and_defaults():
+    """TopAgg(...)(g) equals topagg(g, ...) field for field; each field changes the result (so
+    none can be dropped); the function's defaults are stochastic signs, paper normalisation
+    and thresholding."""
+    g = torch.randn(3, 50, 40, generator=gen(11)) * 1e-3  # |g| ~ c: signs are random
+    base = dict(k=6, sigma=2.0, beta=0.1, c=2e-3)
+    # (normalize is left out: its two values are equal by construction, tested above)
+    variants = [dict(), dict(c=None), dict(stochastic=False), dict(threshold=False)]
+    outs = []
+    for v in variants:
+        p = base | v
+        a = TopAgg(**p)(g, gen(2))
+        b = topagg(g, generator=gen(2), **p)
+        assert torch.equal(a.output, b.output) and torch.equal(a.votes, b.votes)
+        outs.append(a)
+    for i in range(len(outs)):
+        for j in range(i + 1, len(outs)):
+            assert not torch.equal(outs[i].votes, outs[j].votes) or not torch.equal(
+                outs[i].output, outs[j].output), (variants[i], variants[j])
+    d = topagg(g, 6, 2.0, 0.1, None, gen(3))
+    explicit = topagg(g, 6, 2.0, 0.1, None, gen(3), normalize="paper", stochastic=True,
+                      threshold=True)
+    assert torch.equal(d.output, explicit.output) and torch.equal(d.votes, explicit.votes)
+    # the generator drives both the signs and the noise: same seed, same release
+    again = topagg(g, 6, 2.0, 0.1, None, gen(3))
+    assert torch.equal(d.votes, again.votes) and torch.equal(d.noisy_votes, again.noisy_votes)
+    assert not torch.equal(topagg(g, 6, 2.0, 0.1, None, gen(4)).votes, d.votes)
+    dense = topk_sto_sign(g, 6, None, gen(3))
+    assert torch.equal(dense, topk_sto_sign(g, 6, None, gen(3), normalize="paper",
+                                            stochastic=True))
+    assert torch.equal(vote_sum(g, 6, None, gen(3)), dense.sum(1))

@@ -1,0 +1,130 @@
+"""The realistic one-line bugs named in issue 15, applied one at a time to a copy of the
+library; each must make the test-suite fail.
+
+    python scripts/named_mutants.py [--tests DIR] [--only NAME ...]
+
+``--tests`` runs another test folder against the same bugs (e.g. an older suite, to compare).
+Each bug is a literal (old, new) replacement in one file; the script checks that ``old``
+occurs exactly once, so a refactor that moves the code makes the script fail loudly rather
+than test nothing. Complements ``mutmut`` (tests/README.md): mutmut's operators are syntactic,
+these are the bugs a reviewer would expect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# name: (file, old, new)
+BUGS: dict[str, tuple[str, str, str]] = {
+    "one query per generator step (not B)": (
+        "datalens_lib/datalens.py", "self.acc.add_queries(self.batch)", "self.acc.add_queries(1)"),
+    "sigma and beta swapped in the trainer": (
+        "datalens_lib/datalens.py", "noisy_threshold(votes, cfg.sigma, cfg.beta,",
+        "noisy_threshold(votes, cfg.beta, cfg.sigma,"),
+    "threshold uses the last chunk's teacher count": (
+        "datalens_lib/datalens.py", "cfg.beta, cfg.teachers, self.gen_dev",
+        "cfg.beta, grads.shape[1], self.gen_dev"),
+    "max queries is 1 when none fits": (
+        "datalens_lib/privacy/accountant.py", "    if f(1) > target:\n        return 0",
+        "    if f(1) > target:\n        return 1"),
+    "evaluation protocols swapped": (
+        "datalens_lib/evaluate.py", '"paper": max(accs), "clean": accs[-1]',
+        '"paper": accs[-1], "clean": max(accs)'),
+    "dropout left on at test time": (
+        "datalens_lib/evaluate.py", "    model.eval()\n    correct = 0",
+        "    model.train()\n    correct = 0"),
+    "evaluation learning rate ignored": (
+        "datalens_lib/evaluate.py", "torch.optim.SGD(model.parameters(), lr=lr)",
+        "torch.optim.SGD(model.parameters(), lr=2e-3)"),
+    "pretrain_teacher ignored": (
+        "datalens_lib/datalens.py",
+        "n_steps = cfg.pretrain_teacher if st.step == 0 and cfg.pretrain_teacher else cfg.d_step",
+        "n_steps = cfg.d_step"),
+    "d_step ignored": (
+        "datalens_lib/datalens.py",
+        "n_steps = cfg.pretrain_teacher if st.step == 0 and cfg.pretrain_teacher else cfg.d_step",
+        "n_steps = cfg.pretrain_teacher if st.step == 0 and cfg.pretrain_teacher else 1"),
+    "teachers' Adam step counter restarts every generator step": (
+        "datalens_lib/datalens.py", "st.teacher_steps + j + 1", "j + 1"),
+    "teachers reuse their first batch": (
+        "datalens_lib/datalens.py", "b0 = (st.step % self.batches_per_epoch) * self.batch",
+        "b0 = 0"),
+    "atomic write replaced by a direct write": (
+        "datalens_lib/provenance.py", "        save_fn(tmp)\n        os.replace(tmp, path)",
+        "        save_fn(str(path))"),
+    "json write not atomic": (
+        "datalens_lib/provenance.py", "        os.replace(tmp, path)\n    except BaseException:\n"
+        "        if os.path.exists(tmp):\n            os.unlink(tmp)\n        raise\n\n\n"
+        "def atomic_write_json",
+        "        path.write_bytes(data)\n    except BaseException:\n"
+        "        if os.path.exists(tmp):\n            os.unlink(tmp)\n        raise\n\n\n"
+        "def atomic_write_json"),
+    "runner's up-to-date check ignores the notebook source": (
+        "datalens_lib/runner.py", '{"parameters": parameters, "source": src.read_text()}',
+        '{"parameters": parameters}'),
+    "store's best record ignores the profile": (
+        "datalens_lib/store.py", '(PROFILE_RANK.get(r["profile"], 0), r["created"])',
+        '(r["created"],)'),
+    "generator step sign flipped": (
+        "datalens_lib/datalens.py", "x_hat = x.detach() + gamma * g_bar",
+        "x_hat = x.detach() - gamma * g_bar"),
+    "noise drawn once per step, not per coordinate": (
+        "datalens_lib/aggregation/topagg.py",
+        "noise = torch.randn(votes.shape, generator=generator",
+        "noise = torch.randn((), generator=generator"),
+    "sensitivity sqrt(k) instead of 2 sqrt(k)": (
+        "datalens_lib/privacy/accountant.py", "return sigma / (2.0 * math.sqrt(k))",
+        "return sigma / math.sqrt(k)"),
+}
+
+
+def run_one(name: str, tests: Path, keep: bool = False) -> tuple[bool, str]:
+    """Apply bug ``name`` to a copy of the library and run ``tests``; True when they fail."""
+    file, old, new = BUGS[name]
+    with tempfile.TemporaryDirectory(prefix="named-mutant-") as tmp:
+        work = Path(tmp)
+        for item in ("datalens_lib", "notebooks", "data", "book", "_config.yml", "pyproject.toml"):
+            src = ROOT / item
+            if src.is_dir():
+                shutil.copytree(src, work / item, ignore=shutil.ignore_patterns("__pycache__"))
+            elif src.exists():
+                shutil.copy2(src, work / item)
+        shutil.copytree(tests, work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+        target = work / file
+        text = target.read_text()
+        if text.count(old) != 1:
+            raise SystemExit(f"{name}: expected exactly one {old!r} in {file}, "
+                             f"found {text.count(old)}")
+        target.write_text(text.replace(old, new))
+        env = dict(os.environ, PYTHONPATH=str(work), OMP_NUM_THREADS="1")
+        r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                            "tests"], cwd=work, env=env, capture_output=True, text=True)
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("FAILED")]
+        return r.returncode != 0, (lines[0][7:] if lines else r.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tests", type=Path, default=ROOT / "tests")
+    ap.add_argument("--only", nargs="*", default=None)
+    args = ap.parse_args(argv)
+    names = args.only or list(BUGS)
+    caught = 0
+    for name in names:
+        failed, detail = run_one(name, args.tests)
+        caught += failed
+        print(f"{'caught' if failed else 'MISSED'}  {name}  ({detail})", flush=True)
+    print(f"{caught} of {len(names)} caught")
+    return 0 if caught == len(names) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,302 @@
+"""The utility evaluation (paper Sec. 5.1) pinned on hand-made inputs: both protocols on a
+non-monotone accuracy curve, test-time behaviour of the classifier, and the optimiser schedule
+(learning rate, batch size, number of SGD steps) that the official script uses."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import datalens_lib.evaluate as ev
+from datalens_lib.evaluate import (
+    EvalCNN,
+    _classifier_result,
+    accuracy,
+    protocol_value,
+    schedule_sensitivity,
+    train_classifier,
+)
+
+CURVE = [0.2, 0.6, 0.4, 0.5]  # best at epoch 2, last epoch lower: the protocols differ
+
+
+def test_protocols_on_a_hand_made_curve():
+    r = _classifier_result(CURVE, 2e-3, 512, 7, 100, 12.5, 1)
+    assert r["paper"] == 0.6 and r["clean"] == 0.5 and r["best_epoch"] == 2
+    assert r["epochs"] == 4 and r["test_accuracy_per_epoch"] == CURVE
+    assert (r["lr"], r["batch_size"], r["seed"], r["n_train"]) == (2e-3, 512, 7, 100)
+    assert r["seconds"] == 12.5 and r["continued_from_epoch"] == 1
+    assert r["shorter_schedules"] == schedule_sensitivity(CURVE)
+    assert protocol_value(r, "paper") == 0.6 and protocol_value(r, "clean") == 0.5
+    with pytest.raises(ValueError, match="protocol"):
+        protocol_value(r, "best")
+
+
+def test_shorter_schedules_read_prefixes():
+    s = schedule_sensitivity(CURVE, lengths=(1, 2, 3, 4, 5))
+    assert s == {"1": {"paper": 0.2, "clean": 0.2}, "2": {"paper": 0.6, "clean": 0.6},
+                 "3": {"paper": 0.6, "clean": 0.4}, "4": {"paper": 0.6, "clean": 0.5}}
+    long = [0.01 * i for i in range(1, 31)]
+    long[9] = 0.9  # epoch 10 is the best of the first 30
+    d = schedule_sensitivity(long)
+    assert set(d) == {"10", "30"}
+    assert d["10"] == {"paper": 0.9, "clean": 0.9}
+    assert d["30"] == {"paper": 0.9, "clean": pytest.approx(0.30)}
+
+
+class _Fixed(nn.Module):
+    """Predicts class 1 for images whose mean is > 0.5, else class 0."""
+
+    def forward(self, x):
+        m = x.flatten(1).mean(1)
+        return torch.stack([0.5 - m, m - 0.5], 1)
+
+
+def test_accuracy_counts_every_batch_and_sets_eval_mode():
+    x = torch.zeros(10, 1, 2, 2)
+    x[[1, 4, 8]] = 1.0
+    y = torch.zeros(10, dtype=torch.long)
+    y[[1, 4, 5]] = 1  # right on 0,1,2,3,4,6,7,9 ; wrong on 5 and 8
+    model = _Fixed().train()
+    assert accuracy(model, x, y, batch=3) == pytest.approx(0.8)
+    assert accuracy(model, x, y, batch=100) == pytest.approx(0.8)
+    assert not model.training
+
+
+def test_dropout_only_in_training_mode():
+    torch.manual_seed(0)
+    m = EvalCNN((1, 28, 28), 10)
+    x = torch.rand(8, 1, 28, 28)
+    m.eval()
+    torch.testing.assert_close(m(x), m(x))
+    m.train()
+    assert not torch.equal(m(x), m(x))
+    # accuracy() evaluates in eval mode: repeated calls agree, whatever mode the model was in
+    y = torch.randint(0, 10, (8,))
+    m.train()
+    assert accuracy(m, x, y) == accuracy(m.train(), x, y)
+
+
+def test_eval_cnn_is_the_official_architecture():
+    m = EvalCNN((1, 28, 28), 10)
+    shapes = {k: tuple(v.shape) for k, v in m.state_dict().items()}
+    assert shapes == {"conv1.weight": (32, 1, 3, 3), "conv1.bias": (32,),
+                      "conv2.weight": (64, 32, 3, 3), "conv2.bias": (64,),
+                      "fc1.weight": (64, 64 * 11 * 11), "fc1.bias": (64,),
+                      "fc2.weight": (10, 64), "fc2.bias": (10,)}
+    assert all(float(m.state_dict()[k].abs().sum()) == 0 for k in shapes if k.endswith("bias"))
+    # Glorot uniform: |w| <= sqrt(6 / (fan_in + fan_out))
+    bound = np.sqrt(6 / (32 * 9 + 64 * 9))
+    assert m.conv2.weight.abs().max() <= bound and m.conv2.weight.abs().max() > 0.9 * bound
+    # dropout rates 0.2 and 0.25 (Keras model); relu after each conv
+    x = torch.ones(1, 1, 28, 28)
+    m.eval()
+    assert m(x).shape == (1, 10)
+
+
+def _toy(n=70, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n)
+    x = rng.random((n, 1, 12, 12)).astype(np.float32) * 0.2
+    x[y == 1, :, :6] += 0.7
+    return x, y
+
+
+def test_sgd_schedule_learning_rate_and_batches(monkeypatch):
+    """Plain SGD at the given learning rate, batches of ``batch_size`` covering every training
+    record once per epoch (ceil(n / batch) steps), the test set scored after each epoch."""
+    made, forwards = [], []
+
+    class SpySGD(torch.optim.SGD):
+        def __init__(self, params, lr, **kw):
+            super().__init__(params, lr=lr, **kw)
+            self.n_steps = 0
+            made.append(self)
+
+        def step(self, closure=None):
+            self.n_steps += 1
+            return super().step(closure)
+
+    class SpyCNN(EvalCNN):
+        def forward(self, x):
+            forwards.append((self.training, x.shape[0]))
+            return super().forward(x)
+
+    monkeypatch.setattr(torch.optim, "SGD", SpySGD)
+    monkeypatch.setattr(ev, "EvalCNN", SpyCNN)
+    x, y = _toy()
+    # samples.npz stores float16 images; labels may come as any integer type
+    x, y = x.astype(np.float16), y.astype(np.uint8)
+    res = train_classifier(x[:50], y[:50], x[50:].astype(np.float64), y[50:].astype(np.int32), 2,
+                           epochs=3, lr=0.037, batch_size=16, progress=False)
+    (opt,) = made
+    assert opt.param_groups[0]["lr"] == 0.037 and opt.param_groups[0]["momentum"] == 0
+    assert opt.n_steps == 3 * 4  # 50 records in batches of 16: 16, 16, 16, 2
+    train_sizes = [b for t, b in forwards if t]
+    assert train_sizes == [16, 16, 16, 2] * 3
+    assert [b for t, b in forwards if not t] == [20] * 3  # one test pass per epoch
+    assert res["lr"] == 0.037 and res["batch_size"] == 16 and res["n_train"] == 50
+    assert len(res["test_accuracy_per_epoch"]) == 3
+
+
+def test_learning_rate_changes_the_result():
+    x, y = _toy(seed=3)
+    data = (x[:50], y[:50], x[50:], y[50:], 2)
+    a = train_classifier(*data, epochs=2, lr=0.5, batch_size=8, progress=False)
+    b = train_classifier(*data, epochs=2, lr=0.5, batch_size=8, progress=False)
+    c = train_classifier(*data, epochs=2, lr=1e-6, batch_size=8, progress=False)
+    assert a["test_accuracy_per_epoch"] == b["test_accuracy_per_epoch"]  # seeded
+    assert a["test_accuracy_per_epoch"] != c["test_accuracy_per_epoch"]
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(epochs=0), "epochs"), (dict(lr=0.0), "lr"), (dict(batch_size=0), "batch_size"),
+])
+def test_classifier_rejects_bad_parameters(kwargs, match):
+    x, y = _toy(10)
+    with pytest.raises(ValueError, match=match):
+        train_classifier(x, y, x, y, 2, progress=False, **({"epochs": 1} | kwargs))
+    with pytest.raises(ValueError, match="non-empty"):
+        train_classifier(x[:0], y[:0], x, y, 2, epochs=1, progress=False)
+    with pytest.raises(ValueError, match="equal length"):
+        train_classifier(x, y[:5], x, y, 2, epochs=1, progress=False)
+
+
+def test_evaluate_samples_uses_the_synthetic_set_and_the_real_test_set(tmp_path, monkeypatch):
+    """evaluate_samples trains on the (limited) synthetic samples and tests on the dataset's
+    real test set, with the schedule it is given."""
+    from datalens_lib.data.registry import ImageDataset
+
+    x, y = _toy(40)
+    test_x, test_y = _toy(30, seed=9)
+    ds = ImageDataset(name="toy", x_train=x, y_train=y, x_test=test_x, y_test=test_y,
+                      num_classes=2, class_names=("a", "b"), source=tmp_path)
+    monkeypatch.setattr(ev, "load_dataset", lambda name, data_dir=None: ds)
+    seen = {}
+
+    def fake_train(xs, ys, xt, yt, c, **kw):
+        seen.update(xs=xs, ys=ys, xt=xt, yt=yt, c=c, **kw)
+        return {"paper": 1.0}
+
+    monkeypatch.setattr(ev, "train_classifier", fake_train)
+    samples = tmp_path / "samples.npz"
+    np.savez(samples, x=x[::-1].copy(), y=y[::-1].copy())
+    res = ev.evaluate_samples(samples, "toy", epochs=5, lr=0.1, batch_size=8, seed=3, limit=25,
+                              progress=False)
+    assert res["dataset"] == "toy"
+    assert np.array_equal(seen["xs"], x[::-1][:25]) and np.array_equal(seen["ys"], y[::-1][:25])
+    assert seen["xt"] is test_x and seen["yt"] is test_y and seen["c"] == 2
+    assert (seen["epochs"], seen["lr"], seen["batch_size"], seen["seed"]) == (5, 0.1, 8, 3)
+    assert seen["checkpoint"] == tmp_path / ".eval-seed3.ckpt"
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, x=np.zeros((2, 1, 5, 5)), y=np.zeros(2))
+    with pytest.raises(ValueError, match=r"^samples have shape \(1, 5, 5\), toy images "
+                                         r"\(1, 12, 12\)$"):
+        ev.evaluate_samples(bad, "toy", progress=False)
+    ref = ev.evaluate_real("toy", limit=10, epochs=2)
+    assert np.array_equal(seen["xs"], x[:10]) and seen["epochs"] == 2 and ref["dataset"] == "toy"
+    json.dumps(res)
+
+
+def test_evaluation_defaults_are_the_official_schedule(tmp_path, monkeypatch):
+    """Without arguments: 600 epochs of SGD at lr 2e-3 in batches of 512, seed 0, on CPU."""
+    from datalens_lib.data.registry import ImageDataset
+
+    x, y = _toy(12)
+    ds = ImageDataset(name="toy", x_train=x, y_train=y, x_test=x, y_test=y, num_classes=2,
+                      class_names=("a", "b"), source=tmp_path)
+    dirs = []
+    monkeypatch.setattr(ev, "load_dataset", lambda name, data_dir=None: dirs.append(data_dir)
+                        or ds)
+    seen = []
+    monkeypatch.setattr(ev, "train_classifier", lambda *a, **kw: seen.append(kw) or {})
+    np.savez(tmp_path / "samples.npz", x=x, y=y)
+    ev.evaluate_samples(tmp_path / "samples.npz", "toy", data_dir=tmp_path / "d")
+    ev.evaluate_real("toy", data_dir=tmp_path / "e")
+    assert dirs == [tmp_path / "d", tmp_path / "e"]
+    assert {k: seen[0][k] for k in ("epochs", "lr", "batch_size", "seed", "device",
+                                    "progress")} == {"epochs": 600, "lr": 2e-3,
+                                                     "batch_size": 512, "seed": 0,
+                                                     "device": "cpu", "progress": True}
+    assert "data_dir" not in seen[1] and "limit" not in seen[1]
+    import inspect
+
+    params = inspect.signature(train_classifier).parameters
+    assert {k: params[k].default for k in ("epochs", "lr", "batch_size", "seed", "device")} == {
+        "epochs": 600, "lr": 2e-3, "batch_size": 512, "seed": 0, "device": "cpu"}
+
+
+def test_checkpoint_key_fingerprints_labels_and_every_97th_image():
+    """The evaluation checkpoint is keyed by sha256(labels, every 97th image)[:16]; committed
+    checkpoints stay valid only while this stays the same, and other labels on the same
+    images must not continue a checkpoint."""
+    import hashlib
+
+    x, y = _toy(300)
+    h = hashlib.sha256(np.ascontiguousarray(y).tobytes())
+    h.update(np.ascontiguousarray(x[::97]).tobytes())
+    assert ev._fingerprint(x, y) == h.hexdigest()[:16]
+    assert ev._fingerprint(x, 1 - y) != ev._fingerprint(x, y)
+
+
+def test_default_schedule_runs_600_epochs_at_lr_2e3_in_batches_of_512(monkeypatch):
+    made = []
+
+    class SpySGD(torch.optim.SGD):
+        def __init__(self, params, lr, **kw):
+            super().__init__(params, lr=lr, **kw)
+            made.append(lr)
+
+    monkeypatch.setattr(torch.optim, "SGD", SpySGD)
+    x, y = _toy(6)
+    res = train_classifier(x[:, :, :8, :8], y, x[:, :, :8, :8], y, 2, progress=False)
+    assert made == [2e-3] and res["epochs"] == 600 and res["batch_size"] == 512
+    assert res["seed"] == 0 and len(res["test_accuracy_per_epoch"]) == 600
+
+
+def test_checkpoint_every_10_epochs_and_keyed_by_labels(tmp_path, monkeypatch):
+    """A run killed in epoch 12 resumes from the epoch-10 checkpoint; the same images with
+    other labels start afresh."""
+    x, y = _toy(40, seed=4)
+    data = (x[:30], y[:30], x[30:], y[30:], 2)
+    ck = tmp_path / "c.ckpt"
+    calls = {"n": 0}
+    real = ev.accuracy
+
+    def flaky(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 12:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(ev, "accuracy", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        train_classifier(*data, epochs=14, lr=0.05, batch_size=16, checkpoint=ck, progress=False)
+    monkeypatch.undo()
+    resumed = train_classifier(*data, epochs=14, lr=0.05, batch_size=16, checkpoint=ck,
+                               progress=False)
+    assert resumed["continued_from_epoch"] == 10 and resumed["epochs"] == 14
+    other = train_classifier(x[:30], 1 - y[:30], x[30:], y[30:], 2, epochs=1, lr=0.05,
+                             batch_size=16, checkpoint=ck, progress=False)
+    assert other["continued_from_epoch"] == 0
+
+
+def test_a_shorter_schedule_is_answered_from_the_checkpoint(tmp_path):
+    x, y = _toy(40, seed=5)
+    data = (x[:30], y[:30], x[30:], y[30:], 2)
+    ck = tmp_path / "c.ckpt"
+    full = train_classifier(*data, epochs=4, lr=0.05, batch_size=16, seed=2, checkpoint=ck,
+                            progress=False)
+    short = train_classifier(*data, epochs=3, lr=0.05, batch_size=16, seed=2, checkpoint=ck,
+                             progress=False)
+    assert short["test_accuracy_per_epoch"] == full["test_accuracy_per_epoch"][:3]
+    assert (short["lr"], short["batch_size"], short["seed"], short["n_train"]) == (
+        0.05, 16, 2, 30)
+    assert short["epochs"] == 3 and short["continued_from_epoch"] == 4
+    assert 0 < short["seconds"] < full["seconds"]
+    same = train_classifier(*data, epochs=4, lr=0.05, batch_size=16, seed=2, checkpoint=ck,
+                            progress=False)
+    assert same["test_accuracy_per_epoch"] == full["test_accuracy_per_epoch"]
+    assert same["seconds"] == full["seconds"] and same["continued_from_epoch"] == 4

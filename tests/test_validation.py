@@ -1,0 +1,133 @@
+"""Every public parameter of the privacy-critical modules is validated, and the error names
+the parameter that is wrong (the message starts with its name), so a user who passes sigma in
+the place of beta is told which one."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from datalens_lib import evaluate, store
+from datalens_lib.aggregation import (
+    TopAgg,
+    noisy_threshold,
+    topagg,
+    topk_sto_sign,
+    topk_sto_sign_sparse,
+    vote_sum,
+)
+from datalens_lib.ensemble import StackedAdam, TeacherEnsemble
+from datalens_lib.privacy import (
+    TopAggAccountant,
+    data_dependent_rdp,
+    noise_multiplier,
+    outcome_log_probs,
+    rdp_to_epsilon_paper,
+    topagg_epsilon,
+    topagg_log_q_tilde,
+    topagg_max_queries,
+    topagg_rdp,
+    topagg_sigma_for_queries,
+)
+
+G = torch.zeros(2, 3, 8)
+V = torch.zeros(2, 8)
+
+CASES = [
+    # aggregation
+    (lambda: topagg(G, 0, 1.0, 0.1, None), r"^k must be >= 1"),
+    (lambda: topagg(G, 9, 1.0, 0.1, None), r"^k must be <= the gradient dimension d = 8, got 9$"),
+    (lambda: topagg(G, 2, 0.0, 0.1, None), r"^sigma must be a positive finite number"),
+    (lambda: topagg(G, 2, 1.0, -0.1, None), r"^beta must be a non-negative finite number"),
+    (lambda: topagg(G, 2, 1.0, 0.1, -1.0), r"^c must be a positive finite number"),
+    (lambda: topagg(G, 2, 1.0, 0.1, None, normalize="l2"), r"^normalize must be one of"),
+    (lambda: topagg([[[1.0]]], 1, 1.0, 0.1, None), r"^grads must be a torch\.Tensor, got list$"),
+    (lambda: topagg(torch.zeros(8), 1, 1.0, 0.1, None),
+     r"^grads must have shape \[Q, N, d\] \(queries, teachers, dims\); got \(8,\)$"),
+    (lambda: topagg(torch.zeros(1, 1, 8, dtype=torch.int32), 1, 1.0, 0.1, None),
+     r"^grads must be a floating-point tensor, got torch\.int32$"),
+    (lambda: topk_sto_sign(torch.zeros(1, 8, dtype=torch.int32), 1, None),
+     r"^grads must be a floating-point torch\.Tensor$"),
+    (lambda: topk_sto_sign([1.0, 2.0], 1, None), r"^grads must be a floating-point torch\.Tensor$"),
+    (lambda: topk_sto_sign_sparse(torch.tensor([[math.inf, 0.0]]), 1, None),
+     r"^grads contains NaN or infinite values$"),
+    (lambda: vote_sum(G, 2, None, normalize="x"), r"^normalize must be one of"),
+    (lambda: noisy_threshold(V, -1.0, 0.1, 3), r"^sigma must be"),
+    (lambda: noisy_threshold(V, 1.0, -0.1, 3), r"^beta must be"),
+    (lambda: noisy_threshold(V, 1.0, 0.1, 0), r"^n_teachers must be"),
+    (lambda: TopAgg(k=0, sigma=1.0, beta=0.1), r"^k must be"),
+    (lambda: TopAgg(k=1, sigma=0.0, beta=0.1), r"^sigma must be"),
+    (lambda: TopAgg(k=1, sigma=1.0, beta=-1.0), r"^beta must be"),
+    (lambda: TopAgg(k=1, sigma=1.0, beta=0.1, c=0.0), r"^c must be"),
+    (lambda: TopAgg(k=1, sigma=1.0, beta=0.1, normalize="l1"), r"^normalize must be one of"),
+    # privacy
+    (lambda: noise_multiplier(0, 1.0), r"^k must be"),
+    (lambda: noise_multiplier(1, 0.0), r"^sigma must be"),
+    (lambda: topagg_rdp([2.0], 0, 1.0), r"^k must be"),
+    (lambda: topagg_rdp([2.0], 1, -1.0), r"^sigma must be"),
+    (lambda: topagg_rdp([2.0, 1.0], 1, 1.0), r"^RDP orders must be > 1$"),
+    (lambda: rdp_to_epsilon_paper([1.0], [2.0], 1.0), r"^delta must lie strictly between"),
+    (lambda: topagg_epsilon(-1, 1, 1.0, 1e-5), r"^queries must be >= 0"),
+    (lambda: topagg_epsilon(1, 0, 1.0, 1e-5), r"^k must be"),
+    (lambda: topagg_epsilon(1, 1, 0.0, 1e-5), r"^sigma must be"),
+    (lambda: topagg_epsilon(1, 1, 1.0, 0.0), r"^delta must lie"),
+    (lambda: topagg_epsilon(1, 1, 1.0, 1e-5, "gdp"), r"^conversion must be one of"),
+    (lambda: topagg_max_queries(0.0, 1, 1.0, 1e-5), r"^epsilon must be"),
+    (lambda: topagg_max_queries(1e12, 1, 1e9, 1e-5),
+     r"^more than 1099511627776 queries fit the budget; check epsilon, sigma and k$"),
+    (lambda: topagg_sigma_for_queries(0, 1.0, 1, 1e-5), r"^queries must be >= 1"),
+    (lambda: topagg_sigma_for_queries(1, 0.0, 1, 1e-5), r"^epsilon must be"),
+    (lambda: topagg_sigma_for_queries(1, 1.0, 1, 1e-5, rtol=0.0), r"^rtol must be"),
+    (lambda: topagg_sigma_for_queries(1, 1.0, 0, 1e-5), r"^k must be"),
+    (lambda: topagg_sigma_for_queries(1, 1.0, 1, 2.0), r"^delta must lie"),
+    (lambda: topagg_sigma_for_queries(1, 1.0, 1, 1e-5, "x"), r"^conversion must be"),
+    (lambda: topagg_sigma_for_queries(10, 1e-300, 1, 1e-5),
+     r"^no finite sigma reaches that epsilon$"),
+    (lambda: outcome_log_probs([0.0], 0.0, 1.0), r"^sigma must be"),
+    (lambda: outcome_log_probs([0.0], 1.0, -1.0), r"^threshold must be"),
+    (lambda: topagg_log_q_tilde([0.0], 1.0, 0.1, 0), r"^n_teachers must be"),
+    (lambda: topagg_log_q_tilde([0.0], 1.0, -0.1, 3), r"^beta must be"),
+    (lambda: topagg_log_q_tilde([0.0], 0.0, 0.1, 3), r"^sigma must be"),
+    (lambda: data_dependent_rdp(-1.0, [2.0], 0, 1.0), r"^k must be"),
+    (lambda: data_dependent_rdp(-1.0, [2.0], 1, 0.0), r"^sigma must be"),
+    (lambda: data_dependent_rdp(0.5, [2.0], 1, 1.0), r"^log q~ must be <= 0, got 0\.5$"),
+    (lambda: data_dependent_rdp(-math.inf, [2.0], 1, 1.0),
+     r"^log q~ = -inf: q~ must be a strictly positive upper bound$"),
+    (lambda: TopAggAccountant(0, 1.0, 1e-5), r"^k must be"),
+    (lambda: TopAggAccountant(1, 0.0, 1e-5), r"^sigma must be"),
+    (lambda: TopAggAccountant(1, 1.0, 0.0), r"^delta must lie"),
+    (lambda: TopAggAccountant(1, 1.0, 1e-5).add_queries(-1), r"^n must be >= 0"),
+    (lambda: TopAggAccountant(1, 1.0, 1e-5).epsilon_if(-1), r"^extra_queries must be >= 0"),
+    (lambda: TopAggAccountant(1, 1.0, 1e-5).epsilon("x"), r"^conversion must be one of"),
+    # ensemble, evaluation, store
+    (lambda: TeacherEnsemble(0, 10, (1, 28, 28)), r"^n_teachers must be"),
+    (lambda: TeacherEnsemble(1, 10, (1, 28, 28), chunk=0), r"^chunk must be"),
+    (lambda: TeacherEnsemble(1, 0, (1, 28, 28)), r"^y_dim must be"),
+    (lambda: StackedAdam({"w": torch.zeros(1, 2)}, lr=0.0), r"^lr must be"),
+    (lambda: StackedAdam({"w": torch.zeros(1, 2)}, eps=-1.0), r"^eps must be"),
+    (lambda: evaluate.train_classifier(np.zeros((2, 1, 8, 8)), np.zeros(2), np.zeros((2, 1, 8, 8)),
+                                       np.zeros(2), 2, epochs=0), r"^epochs must be"),
+    (lambda: evaluate.train_classifier(np.zeros((2, 1, 8, 8)), np.zeros(2), np.zeros((2, 1, 8, 8)),
+                                       np.zeros(2), 2, lr=-1.0), r"^lr must be"),
+    (lambda: evaluate.train_classifier(np.zeros((2, 1, 8, 8)), np.zeros(2), np.zeros((2, 1, 8, 8)),
+                                       np.zeros(2), 2, batch_size=0), r"^batch_size must be"),
+    (lambda: evaluate.train_classifier(np.zeros((0, 1, 8, 8)), np.zeros(0), np.zeros((2, 1, 8, 8)),
+                                       np.zeros(2), 2),
+     r"^x_train and y_train must be non-empty and of equal length$"),
+    (lambda: evaluate.protocol_value({"paper": 1.0}, "best"), r"^protocol must be one of"),
+    (lambda: store.save_result("a", {}, 1, profile="big"), r"^profile must be one of"),
+]
+
+
+def _case_id(i: int, message: str) -> str:
+    """A node id without regex characters (mutmut passes node ids on pytest's command line)."""
+    return f"{i:02d}-" + re.sub(r"[^A-Za-z0-9]+", "-", message[1:40]).strip("-")
+
+
+@pytest.mark.parametrize("call,message", CASES,
+                         ids=[_case_id(i, c[1]) for i, c in enumerate(CASES)])
+def test_error_names_the_parameter(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
