@@ -35,7 +35,7 @@ mutation-report:
 	$(BIN)/python scripts/mutation_report.py --out tests/mutation-report.md
 
 lint: venv
-	$(BIN)/ruff check datalens_lib tests benchmarks notebooks
+	$(BIN)/ruff check datalens_lib tests benchmarks notebooks scripts
 
 notebooks: venv
 	$(BIN)/datalens run-all --profile $(PROFILE)

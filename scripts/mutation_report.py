@@ -110,7 +110,8 @@ def summarise(rows: list[dict], equivalent: dict[str, str],
     for module, c in sorted(per.items()):
         total.update(c)
         table.append(_score_row(module, c, module in sampled))
-    return table, _score_row("all", total, bool(sampled))
+    # the total mixes complete and sampled modules: a plain sum, without an interval
+    return table, _score_row("all", total)
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -164,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="markdown report to write")
     ap.add_argument("--json", type=Path, default=None, help="per-mutant statuses as JSON")
     ap.add_argument("--title", default="Mutation-testing report")
+    ap.add_argument("--equivalent", type=Path, default=EQUIVALENT_FILE,
+                    help="equivalent mutants with reasons (default: %(default)s)")
     ap.add_argument("--sample", type=Path, default=None,
                     help="mutant names (one per line): report only these in the modules they "
                          "sample")
@@ -173,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.mutants.is_dir():
         print(f"no {args.mutants}: run `mutmut run` first", file=sys.stderr)
         return 2
-    equivalent = load_equivalent()
+    equivalent = load_equivalent(args.equivalent)
     rows = collect(args.mutants)
     sampled: set[str] = set()
     if args.sample:

@@ -33,8 +33,20 @@ def real_dataset_dir(name: str) -> Path:
         pytest.skip(f"real {name} not available here")
 
 
+#: Unit tests of single functions first, then the end-to-end ones (trainer runs, the CLI,
+#: notebook execution); within a file, collection order.
+UNIT_FIRST = ("test_topagg.py", "test_privacy.py", "test_validation.py", "test_partition.py",
+              "test_io.py", "test_ensemble.py", "test_evaluate.py", "test_data.py",
+              "test_results.py", "test_pipeline.py")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Run the fast tests first and the ``slow``-marked ones last (otherwise in collection
-    order): a broken change fails within seconds, and a mutation run (``pytest -x``) stops at
-    the cheapest failing test."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is not None)
+    """Fast tests first: unit tests, then end-to-end tests, and the ``slow``-marked ones last.
+    A broken change fails within seconds, and a mutation run (``pytest -x`` on the tests that
+    reach the mutated function) stops at the cheapest failing test."""
+    def rank(item):
+        name = item.path.name
+        unit = UNIT_FIRST.index(name) if name in UNIT_FIRST else len(UNIT_FIRST)
+        return (item.get_closest_marker("slow") is not None, unit)
+
+    items.sort(key=rank)

@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -135,3 +137,31 @@ def test_ensemble_state_roundtrip_and_layout():
     p = a.chunk_params(slice(0, 2), requires_grad=True)
     assert all(v.requires_grad and v.shape[0] == 2 for v in p.values())
     assert not any(v.requires_grad for v in a.chunk_params(slice(0, 2)).values())
+
+
+def test_seeded_initialisation_ignores_the_global_rng_and_logits_are_n_by_B():
+    torch.manual_seed(1)
+    a = TeacherEnsemble(2, 10, (1, 28, 28), generator=torch.Generator().manual_seed(4))
+    torch.manual_seed(2)
+    b = TeacherEnsemble(2, 10, (1, 28, 28), generator=torch.Generator().manual_seed(4))
+    for k in a.params:
+        assert torch.equal(a.params[k], b.params[k]), k
+    logits = ensemble_logits(a.chunk_params(slice(0, 2)), torch.rand(2, 3, 1, 28, 28),
+                             torch.randint(0, 10, (2, 3)), 10)
+    assert logits.shape == (2, 3)
+
+
+def test_conv_weights_follow_the_official_truncated_normal():
+    """w0, w1 ~ N(0, 0.02^2) truncated at two standard deviations (re-drawn, as TF's
+    truncated_normal_initializer): the share of weights with 1.5 sd < |w| < 2 sd matches."""
+    from scipy.stats import truncnorm
+
+    ens = TeacherEnsemble(6, 10, (1, 28, 28), chunk=6, generator=torch.Generator().manual_seed(3))
+    w = torch.cat([ens.params["w0x"].flatten(), ens.params["w0y"].flatten(),
+                   ens.params["w1x"].flatten(), ens.params["w1y"].flatten()]).double()
+    assert w.abs().max() <= 0.04
+    dist = truncnorm(-2, 2, scale=0.02)
+    p = 2 * (dist.cdf(0.04) - dist.cdf(0.03))
+    share = ((w.abs() > 0.03) & (w.abs() <= 0.04)).double().mean().item()
+    assert abs(share - p) < 5 * math.sqrt(p * (1 - p) / w.numel())
+    assert abs(w.std().item() - dist.std()) < 0.01 * dist.std()

@@ -371,13 +371,20 @@ def test_expected_steps_is_the_budget_capped_by_max_steps():
                                                          cfg.delta, "rdp") // 10
 
 
-def test_each_random_stream_has_its_own_documented_seed(tmp_path, mnist_dir):
+def test_each_random_stream_has_its_own_documented_seed(tmp_path, mnist_dir, monkeypatch):
     """seed: query labels and z; seed+1: TopAgg's signs and noise; seed+2: the generator's
     initial weights; seed+3: the teachers' initial weights; seed+4: the released samples."""
     from datalens_lib.ensemble import TeacherEnsemble
     from datalens_lib.models import Generator
 
-    tr = pinned(tmp_path, mnist_dir)
+    seen_dirs = []
+    real_load = dl.load_dataset
+    monkeypatch.setattr(dl, "load_dataset", lambda name, data_dir: (seen_dirs.append(data_dir),
+                                                                    real_load(name, data_dir))[1])
+    tr = pinned(tmp_path, mnist_dir, lr_generator=0.0125)
+    assert seen_dirs == [mnist_dir]
+    assert tr.g_opt.param_groups[0]["lr"] == 0.0125
+    assert tr.g_opt.param_groups[0]["betas"] == (0.5, 0.999)
     tr_seed = DataLensTrainer(tr.cfg, tmp_path / "s7", data_dir=mnist_dir, seed=7,
                               progress=False, device="cpu")
     for t, s in ((tr, 0), (tr_seed, 7)):
@@ -456,6 +463,19 @@ def test_memory_check_message_and_gpu_branch(monkeypatch):
 
 
 def test_bf16_moments_are_noted_in_the_record(tmp_path, mnist_dir):
-    rec = pinned(tmp_path, mnist_dir, moment_dtype="bfloat16", max_steps=1, n_samples=10).run()
+    assert pinned(tmp_path / "f", mnist_dir).ens.adam.m["w0x"].dtype == torch.float32
+    tr = pinned(tmp_path, mnist_dir, moment_dtype="bfloat16", max_steps=1, n_samples=10)
+    assert tr.ens.adam.m["w0x"].dtype == torch.bfloat16
+    rec = tr.run()
     assert rec["note_moments"] == ("teacher Adam moments stored in bfloat16 (parameters "
                                    "float32) to fit 24 GiB; see datalens_lib.ensemble")
+
+
+def test_gpu_runs_record_their_peak_device_memory(tmp_path, mnist_dir, monkeypatch):
+    tr = pinned(tmp_path, mnist_dir, max_steps=1)
+    tr.step()
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: int(2.5 * 2**30) + 2**18)
+    monkeypatch.setattr(dl, "provenance", lambda: {})
+    tr.device = torch.device("cuda")
+    rec = tr.record(1.0, 0.5, False, 2.0)
+    assert rec["cuda_peak_gib"] == 2.5 and rec["device"] == "cuda"  # GiB to 3 decimals

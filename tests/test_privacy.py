@@ -276,3 +276,30 @@ def test_ledger_mixes_plain_and_vote_queries():
         acc.epsilon_if(-1)
     with pytest.raises(ValueError):
         acc.add_queries(-1)
+
+
+def test_log_space_helpers_are_accurate_in_both_tails():
+    """log(1 - e^x) near x = 0 and far from it, and log(Phi(b) - Phi(a)) deep in the upper
+    tail (where Phi(a) and Phi(b) both round to 1)."""
+    from datalens_lib.privacy.data_dependent import _log1mexp, _log_ndtr_diff
+
+    x = np.array([-1e-20, -1e-8, -0.5, -math.log(2.0), -5.0, -50.0])
+    expect = [math.log(1e-20), math.log(-math.expm1(-1e-8)), math.log(-math.expm1(-0.5)),
+              math.log(0.5), math.log1p(-math.exp(-5.0)), math.log1p(-math.exp(-50.0))]
+    np.testing.assert_allclose(_log1mexp(x), expect, rtol=1e-12)
+    assert _log1mexp(np.array([0.0]))[0] == -np.inf
+    a, b = np.array([40.0, -41.0, 0.3]), np.array([41.0, -40.0, 0.9])
+    expect = [norm.logsf(40.0) + math.log1p(-math.exp(norm.logsf(41.0) - norm.logsf(40.0))),
+              norm.logcdf(-40.0) + math.log1p(-math.exp(norm.logcdf(-41.0)
+                                                        - norm.logcdf(-40.0))),
+              math.log(norm.cdf(0.9) - norm.cdf(0.3))]
+    np.testing.assert_allclose(_log_ndtr_diff(a, b), expect, rtol=1e-10)
+
+
+def test_largest_within_allows_exactly_the_upper_limit():
+    from datalens_lib.privacy.accountant import _largest_within
+
+    assert _largest_within(lambda t: float(t), 2**39 + 5, upper_limit=2**40) == 2**39 + 5
+    assert _largest_within(lambda t: float(t), 0.5, upper_limit=2**40) == 0
+    with pytest.raises(ValueError, match="more than 1024 queries"):
+        _largest_within(lambda t: float(t), 2000.0, upper_limit=2**10)

@@ -202,3 +202,22 @@ def test_topagg_class_forwards_every_field_and_defaults():
     assert torch.equal(dense, topk_sto_sign(g, 6, None, gen(3), normalize="paper",
                                             stochastic=True))
     assert torch.equal(vote_sum(g, 6, None, gen(3)), dense.sum(1))
+
+
+def test_each_teacher_is_normalised_by_its_own_scale():
+    """Alg. 2 normalises each teacher's gradient by its own max magnitude: a teacher with tiny
+    gradients next to one with huge ones still votes with P[+1] = (1 + g / max|g|) / 2; an
+    all-zero gradient votes +-1 with probability 1/2 each."""
+    d, n = 4, 20000
+    g_small = torch.tensor([1e-3, -5e-4, 2.5e-4, -1e-3], dtype=torch.float64)
+    grads = g_small.expand(1, n, d).clone()
+    grads[0, 0] = torch.tensor([100.0, -50.0, 3.0, 1.0])  # one teacher on another scale
+    grads[0, 1] = 0.0
+    out = topk_sto_sign(grads, d, None, gen(7))
+    mean = out[0, 2:].mean(0)
+    g_hat = g_small / g_small.abs().max()
+    std = torch.sqrt((1 - g_hat**2) / (n - 2))
+    assert torch.all((mean - g_hat).abs() <= 5 * std + 1e-12), (mean, g_hat)
+    zeros = topk_sto_sign(torch.zeros(1, n, d, dtype=torch.float64), d, None, gen(8))
+    assert set(zeros.unique().tolist()) == {-1.0, 1.0}
+    assert abs(zeros.mean().item()) < 5 / math.sqrt(n * d)
