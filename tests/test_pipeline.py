@@ -89,6 +89,32 @@ class _Spy:
         return out
 
 
+def spy_teacher_steps(tr) -> list[tuple]:
+    """Record every teacher Adam step of ``tr``: (generator step, slice, x_real, fakes, y,
+    Adam step number, returned losses), tensors cloned."""
+    calls, real = [], tr.ens.train_step
+
+    def spy(sl, x_real, fakes, y, step):
+        out = real(sl, x_real, fakes, y, step)
+        calls.append((tr.state.step, sl, x_real.clone(), fakes.clone(), y.clone(), step, out))
+        return out
+
+    tr.ens.train_step = spy
+    return calls
+
+
+def step_and_get_z(tr) -> torch.Tensor:
+    """One generator step; returns the step's z, with G restored to its state before the
+    step (the teachers' fakes are made before the generator's update)."""
+    state = tr.gen_cpu.get_state()
+    z = torch.rand(tr.batch, tr.cfg.z_dim, generator=tr.gen_cpu) * 2 - 1
+    tr.gen_cpu.set_state(state)
+    g0 = {k: v.clone() for k, v in tr.G.state_dict().items()}
+    tr.step()
+    tr.G.load_state_dict(g0)
+    return z
+
+
 def test_trainer_noise_std_is_sigma_and_threshold_is_beta_N(tmp_path, mnist_dir, monkeypatch):
     """Measured from the trainer's own step: noisy - clean votes has standard deviation sigma,
     the output is sign(noisy) where |noisy| >= beta * N (N = all teachers, not one chunk), the
@@ -138,14 +164,7 @@ def test_teachers_step_counts_batches_and_adam_counter(tmp_path, mnist_dir):
     teacher trains on its own partition, batch (s mod 3) at generator step s, and on fakes
     conditioned on its own labels."""
     tr = pinned(tmp_path, mnist_dir)
-    calls = []
-    real_train_step = tr.ens.train_step
-
-    def spy(sl, x_real, fakes, y, step):
-        calls.append((tr.state.step, sl, x_real.clone(), fakes.clone(), y.clone(), step))
-        return real_train_step(sl, x_real, fakes, y, step)
-
-    tr.ens.train_step = spy
+    calls = spy_teacher_steps(tr)
     for _ in range(4):
         tr.step()
     cfg = tr.cfg
@@ -154,7 +173,7 @@ def test_teachers_step_counts_batches_and_adam_counter(tmp_path, mnist_dir):
         per_step = [sum(1 for c in mine if c[0] == s) for s in range(4)]
         assert per_step == [cfg.pretrain_teacher] + [cfg.d_step] * 3
         assert [c[5] for c in mine] == list(range(1, cfg.pretrain_teacher + 3 * cfg.d_step + 1))
-        for s, _, x_real, fakes, y, _ in mine:
+        for s, _, x_real, fakes, y, _, _ in mine:
             b0 = (s % 3) * tr.batch  # 3 batches per partition: 0, 10, 20, then 0 again
             idx = tr.parts[sl, b0: b0 + tr.batch]
             assert torch.equal(x_real, tr.x[idx]) and torch.equal(y, tr.y[idx])
@@ -166,22 +185,10 @@ def test_teachers_step_counts_batches_and_adam_counter(tmp_path, mnist_dir):
 def test_teacher_fakes_are_conditioned_on_the_teachers_labels(tmp_path, mnist_dir):
     """The fakes a teacher trains on are G(z, y_teacher) for the step's z (official code)."""
     tr = pinned(tmp_path, mnist_dir, max_steps=1)
-    seen = []
-    real_train_step = tr.ens.train_step
-
-    def spy(sl, x_real, fakes, y, step):
-        seen.append((sl, fakes.clone(), y.clone()))
-        return real_train_step(sl, x_real, fakes, y, step)
-
-    tr.ens.train_step = spy
-    state = tr.gen_cpu.get_state()
-    z = torch.rand(tr.batch, tr.cfg.z_dim, generator=tr.gen_cpu) * 2 - 1
-    tr.gen_cpu.set_state(state)
-    g0 = {k: v.clone() for k, v in tr.G.state_dict().items()}
-    tr.step()
-    tr.G.load_state_dict(g0)  # the fakes were made before the generator's update
+    calls = spy_teacher_steps(tr)
+    z = step_and_get_z(tr)
     with torch.no_grad():
-        for sl, fakes, y in seen[:: tr.cfg.pretrain_teacher]:
+        for _, sl, _, fakes, y, _, _ in calls[:: tr.cfg.pretrain_teacher]:
             for i in range(sl.stop - sl.start):
                 direct = tr.G(z, tr._onehot(y[i])).view(tr.batch, *tr.shape)
                 torch.testing.assert_close(fakes[i], direct, rtol=1e-5, atol=1e-6)
@@ -297,16 +304,9 @@ def test_step_record_matches_the_release(tmp_path, mnist_dir, monkeypatch):
     tr = pinned(tmp_path, mnist_dir, sigma=3.0, beta=0.5, epsilon=1e4, data_dependent=True)
     thr_spy = _Spy(noisy_threshold)
     monkeypatch.setattr(dl, "noisy_threshold", thr_spy)
-    losses = []
-    real_train_step = tr.ens.train_step
-
-    def spy(*a):
-        out = real_train_step(*a)
-        losses.append(out)
-        return out
-
-    tr.ens.train_step = spy
+    calls = spy_teacher_steps(tr)
     rec = tr.step()
+    losses = [c[-1] for c in calls]
     (args, _, (out, _)), = thr_spy.calls
     assert rec["agreed_dims"] == pytest.approx(float((out != 0).float().sum(1).mean()))
     lq = topagg_log_q_tilde(args[0].double().numpy(), 3.0, 0.5, 6)
@@ -418,20 +418,12 @@ def test_class_table_fakes_are_G_of_z_and_the_teachers_label(tmp_path, mnist_dir
     """teacher_fakes='class_table': G(z_j, c) for every class c in one batch per step, looked
     up by each teacher's label at position j."""
     tr = pinned(tmp_path, mnist_dir, teacher_fakes="class_table", max_steps=1)
-    seen = []
-    real_train_step = tr.ens.train_step
-    tr.ens.train_step = lambda sl, xr, fk, y, step: (seen.append((fk.clone(), y.clone())),
-                                                     real_train_step(sl, xr, fk, y, step))[1]
-    state = tr.gen_cpu.get_state()
-    z = torch.rand(tr.batch, tr.cfg.z_dim, generator=tr.gen_cpu) * 2 - 1
-    tr.gen_cpu.set_state(state)
-    g0 = {k: v.clone() for k, v in tr.G.state_dict().items()}
-    tr.step()
-    tr.G.load_state_dict(g0)
+    calls = spy_teacher_steps(tr)
+    z = step_and_get_z(tr)
     with torch.no_grad():
         labels = torch.arange(10).repeat_interleave(tr.batch)
         table = tr.G(z.repeat(10, 1), tr._onehot(labels)).view(10, tr.batch, 1, 28, 28)
-    for fakes, y in seen:
+    for _, _, _, fakes, y, _, _ in calls:
         for i in range(y.shape[0]):
             for j in range(tr.batch):
                 torch.testing.assert_close(fakes[i, j], table[y[i, j], j], rtol=1e-5,
