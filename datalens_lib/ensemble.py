@@ -15,9 +15,9 @@ All teachers' parameters are stacked along a leading teacher axis and processed 
 Each teacher has its own Adam state (``StackedAdam``). With ``moment_dtype=torch.bfloat16``
 the Adam moments are stored in bfloat16 (parameters stay float32): at N = 4000 on MNIST that
 is 8.9 GB of weights + 8.9 GB of moments instead of 26.7 GB, which is what lets the paper's
-configuration run in 24 GiB. Each chunk's moments are widened to float32, updated by PyTorch's
-fused Adam kernel and rounded back on storage; the rounding changes each moment by at most
-2^-8 relatively (documented in the run record).
+configuration run in 24 GiB. Each chunk's moments are widened to float32, updated and rounded
+back on storage in one compiled pass (``adam_narrow_moments_``); the rounding changes each
+moment by at most 2^-8 relatively (documented in the run record).
 
 The result equals a loop over ordinary ``models.Discriminator`` modules (tested in float64).
 Not built on ``torch.func.vmap``: on CPU plain vmap over conv layers was measured barely faster
@@ -27,13 +27,23 @@ than the loop, and vmap cannot exploit the constant label channels.
 from __future__ import annotations
 
 import functools
+import math
+import os
+import warnings
 from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 
 from ._validate import positive_float, positive_int
-from .models import BN_EPS, KERNEL, conv_same, discriminator_shapes, init_discriminator_
+from .models import (
+    BN_EPS,
+    KERNEL,
+    conv_same,
+    discriminator_shapes,
+    init_discriminator_,
+    same_pad,
+)
 
 _LEAK = 0.2
 
@@ -67,8 +77,10 @@ def _grouped_conv(x: torch.Tensor, w_x: torch.Tensor, w_y: torch.Tensor, b: torc
     bsz, n, c_in = x.shape[:3]
     co = w_x.shape[1]
     hw = x.shape[-2:]
-    h = conv_same(x.reshape(bsz, n * c_in, *hw), w_x.reshape(n * co, c_in, KERNEL, KERNEL),
-                  groups=n)
+    cl = torch.channels_last  # oneDNN grouped conv: ~3x faster forward, 1.5x backward
+    h = F.conv2d(same_pad(x.reshape(bsz, n * c_in, *hw)).contiguous(memory_format=cl),
+                 w_x.reshape(n * co, c_in, KERNEL, KERNEL).contiguous(memory_format=cl),
+                 stride=2, groups=n)
     h = h.view(bsz, n, co, *h.shape[-2:])
     # label contribution per (teacher, sample): one-hot [n, B, Y] @ maps [n, Y, co*h*w]
     lab = torch.bmm(onehot, _label_maps(w_y, hw)).view(n, bsz, *h.shape[2:])
@@ -117,14 +129,59 @@ def ensemble_logits(p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor
     return out.squeeze(-1)
 
 
+def adam_narrow_moments_(p: torch.Tensor, g: torch.Tensor, m: torch.Tensor, v: torch.Tensor,
+                         hyper: torch.Tensor) -> None:
+    """One Adam step (Kingma & Ba 2015, Alg. 1) on ``p`` with moments ``m``, ``v`` stored in a
+    narrower dtype: widened to ``p``'s dtype, updated there, rounded back to their own dtype.
+
+    ``hyper`` = [lr / (1 - b1^t), b1, b2, eps, sqrt(1 - b2^t)] (a tensor, so that the step
+    number does not trigger recompilation). The arithmetic is that of PyTorch's fused CPU Adam
+    kernel: ``m = b1 m + (1 - b1) g``, ``v = b2 v + (1 - b2) g^2``,
+    ``p -= lr_t m / (sqrt(v) / sqrt(1 - b2^t) + eps)``. Compiled with ``torch.compile`` (see
+    ``_adam_kernel``) this is one pass over p, g, m, v; run eagerly it is the same arithmetic
+    in several passes.
+    """
+    h = hyper.to(p.dtype)
+    gf = g.to(p.dtype)
+    mf = m.to(p.dtype) * h[1] + gf * (1 - h[1])
+    vf = v.to(p.dtype) * h[2] + gf * gf * (1 - h[2])
+    p.sub_(h[0] * mf / (vf.sqrt() / h[4] + h[3]))
+    m.copy_(mf)
+    v.copy_(vf)
+
+
+@functools.cache
+def _adam_kernel(device_type: str):
+    """``adam_narrow_moments_`` compiled by TorchInductor into one fused loop (C++ on CPU,
+    Triton on CUDA); measured 4x faster than widening, PyTorch's fused kernel and rounding
+    back (8 vs 33 ms for 16 MNIST teachers on 2 cores). Falls back to the eager function
+    where compilation is unavailable (no C++ compiler) or disabled with
+    ``DATALENS_COMPILE=0``; the arithmetic is the same either way."""
+    if os.environ.get("DATALENS_COMPILE", "1") == "0":
+        return adam_narrow_moments_
+    try:
+        fn = torch.compile(adam_narrow_moments_, dynamic=True, fullgraph=True)
+        probe = torch.zeros(4, device=device_type)
+        narrow = torch.zeros(4, dtype=torch.bfloat16, device=device_type)
+        fn(probe, probe.clone(), narrow, narrow.clone(),
+           torch.tensor([1e-3, 0.5, 0.999, 1e-8, 0.03], dtype=torch.float64))
+    except Exception as err:  # noqa: BLE001 -- any compiler failure: run eagerly
+        warnings.warn(f"torch.compile unavailable ({type(err).__name__}: {err}); the Adam "
+                      "update with narrow moments runs eagerly (slower, same arithmetic)",
+                      stacklevel=2)
+        return adam_narrow_moments_
+    return fn
+
+
 class StackedAdam:
     """Adam (Kingma & Ba 2015) with one independent state per teacher, stepped chunk by chunk.
 
     Hand-written because ``torch.optim.Adam`` keeps one state per tensor, not per slice, and
     its CPU fused kernel silently mis-updates when a gradient's strides differ from its
     parameter's. Defaults follow the official code: lr 1e-3, betas (0.5, 0.999), eps 1e-8.
-    Parameters are float32 or float64 (PyTorch's fused kernel); the moments may be stored in
-    a narrower ``moment_dtype`` (bfloat16 halves the state) and are widened chunk by chunk.
+    Parameters are float32 or float64. Moments of the parameters' dtype are updated by
+    PyTorch's fused Adam kernel; a narrower ``moment_dtype`` (bfloat16 halves the state) is
+    updated by ``adam_narrow_moments_`` (widened, updated, rounded back, in one fused pass).
     """
 
     def __init__(self, params: dict[str, torch.Tensor], lr: float = 1e-3,
@@ -148,23 +205,22 @@ class StackedAdam:
         b1, b2 = self.betas
         first = next(iter(params.values()))
         names = list(grads)
-        if self.moment_dtype == first.dtype:
-            m = [self.m[k][sl] for k in names]
-            v = [self.v[k][sl] for k in names]
-        else:  # widen this chunk's moments, one fused update, round back on storage
-            m = [self.m[k][sl].to(first.dtype) for k in names]
-            v = [self.v[k][sl].to(first.dtype) for k in names]
+        if self.moment_dtype != first.dtype:
+            kernel = _adam_kernel(first.device.type)
+            hyper = torch.tensor([self.lr / (1 - b1 ** step), b1, b2, self.eps,
+                                  math.sqrt(1 - b2 ** step)], dtype=torch.float64)
+            for k in names:  # flat views: one compiled kernel for every tensor and chunk
+                kernel(params[k][sl].view(-1), grads[k].reshape(-1), self.m[k][sl].view(-1),
+                       self.v[k][sl].view(-1), hyper)
+            return
         # PyTorch's fused Adam kernel, on contiguous slices (it mis-updates tensors whose
         # gradient strides differ from the parameter's, hence the .contiguous())
         torch._fused_adam_(
-            [params[k][sl] for k in names], [grads[k].contiguous() for k in names], m, v, [],
+            [params[k][sl] for k in names], [grads[k].contiguous() for k in names],
+            [self.m[k][sl] for k in names], [self.v[k][sl] for k in names], [],
             [torch.tensor(float(step), device=first.device) for _ in names],
             lr=self.lr, beta1=b1, beta2=b2, weight_decay=0.0, eps=self.eps, amsgrad=False,
             maximize=False)
-        if self.moment_dtype != first.dtype:
-            for k, mk, vk in zip(names, m, v, strict=True):
-                self.m[k][sl] = mk
-                self.v[k][sl] = vk
 
     def state_dict(self) -> dict:
         return {"m": self.m, "v": self.v}
