@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from .config import available_configs, load_config
+from .config import TrainConfig, available_configs, load_config
 from .data import DatasetNotFoundError, get_spec, resolve_dataset_dir
 from .datalens import DataLensTrainer
 from .evaluate import evaluate_samples, schedule_sensitivity
@@ -100,7 +100,7 @@ def committed_match(config: str, overrides: dict[str, Any] | None = None,
         if s.get("config") != config:
             continue
         rec = json.loads((Path(s["run_dir"]) / "run.json").read_text())
-        have = rec["config"]
+        have = TrainConfig.from_dict(rec["config"]).to_dict()  # later keys: defaults
         if all(have.get(k) == v for k, v in want.items() if k not in ignore):
             return s
     return None
@@ -121,6 +121,45 @@ def committed_runs_table(root: Path | None = None) -> pd.DataFrame:
             "eval_epochs": s.get("eval_epochs"), "ours": s.get("acc_paper"),
             "ours_clean": s.get("acc_clean"), "dataset": s["dataset"], "epsilon": s["epsilon"]})
     return pd.DataFrame(rows)
+
+
+BENCH_DIR = REPO_ROOT / "benchmarks" / "results"
+
+
+def ensemble_benchmarks(root: Path | None = None) -> pd.DataFrame:
+    """One row per (committed ``bench_ensemble`` record, number of teachers): seconds per
+    generator step of the teacher ensemble (2 Adam steps of every teacher + the 15 query
+    gradients, MNIST shapes), ms per teacher, and the speed-up over a per-teacher loop where
+    it was measured. The paper-size ensemble timed with ``--peak-n`` is a row too."""
+    rows = []
+    for path in sorted((root or BENCH_DIR).glob("*.json")):
+        rec = json.loads(path.read_text())
+        if rec.get("benchmark") != "bench_ensemble":
+            continue
+        steps = list(rec["steps"])
+        peak = rec.get("peak") or {}
+        if "vectorised_s_per_step" in peak:
+            steps.append({**peak, "moments": peak.get("moment_dtype")})
+        for r in steps:
+            rows.append({
+                "record": path.stem, "device": rec.get("device_name", rec["device"]),
+                "git_sha": rec.get("git_sha", "")[:7], "teachers": r["teachers"],
+                "adam_moments": r.get("moments", rec.get("moments", "float32")),
+                "s_per_step": r["vectorised_s_per_step"],
+                "ms_per_teacher": 1000 * r["vectorised_s_per_step"] / r["teachers"],
+                "speed_up_vs_loop": r.get("speed_up")})
+    return pd.DataFrame(rows)
+
+
+def linear_fit(x, y) -> dict[str, float]:
+    """Least-squares y = slope x + intercept and its R^2 (the paper's linear-time claim)."""
+    import numpy as np
+
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    slope, intercept = np.polyfit(x, y, 1)
+    pred = slope * x + intercept
+    r2 = 1 - ((y - pred) ** 2).sum() / max(((y - y.mean()) ** 2).sum(), 1e-300)
+    return {"slope": float(slope), "intercept": float(intercept), "r2": float(r2)}
 
 
 def reference_results(root: Path | None = None) -> pd.DataFrame:

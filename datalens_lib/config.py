@@ -45,6 +45,9 @@ class TrainConfig:
     # c once per step, BatchNorm over that table, looked up by label (cheaper approximation)
     teacher_fakes: str = "per_teacher"
     moment_dtype: str = "float32"
+    # dtype of the teachers' forward/backward passes; "bfloat16" is an opt-in speed-up (float32
+    # master weights and Adam; see ensemble.TeacherEnsemble), its effect measured in T6
+    compute_dtype: str = "float32"
     data_dependent: bool = True  # also track the data-dependent bound (not a DP release)
     eval_epochs: int = 600
     eval_lr: float = 2e-3
@@ -70,6 +73,7 @@ class TrainConfig:
         choice("normalize", self.normalize, ("paper", "official"))
         choice("conversion", self.conversion, ("paper", "rdp", "pld"))
         choice("moment_dtype", self.moment_dtype, ("float32", "bfloat16"))
+        choice("compute_dtype", self.compute_dtype, ("float32", "bfloat16"))
         choice("teacher_fakes", self.teacher_fakes, ("per_teacher", "class_table"))
         if self.max_steps is not None:
             positive_int("max_steps", self.max_steps)
@@ -81,6 +85,8 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        """From a dict; keys added to the config after a record was written take their
+        defaults, so old records and checkpoints still load and compare."""
         known = {f.name for f in fields(cls)}
         unknown = set(d) - known
         if unknown:

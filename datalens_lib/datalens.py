@@ -94,6 +94,30 @@ def student_loss(x: torch.Tensor, g_bar: torch.Tensor, gamma: float) -> torch.Te
     return ((x - x_hat) ** 2).sum()
 
 
+@torch.no_grad()
+def sample_generator(G: Generator, n: int, batch: int, generator: torch.Generator,
+                     device: torch.device | str = "cpu", groups_per_call: int = 64
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """n images G(z, y) with uniform random labels and z ~ U(-1, 1), as float16, and labels.
+
+    Generated in batches of ``batch`` (BatchNorm in training mode over each batch, as during
+    training and in the official sampler); ``groups_per_call`` batches share one forward call
+    with separate BatchNorm statistics (the same numbers, fewer and larger kernels). The labels
+    and z are drawn from ``generator`` on the CPU, so the images do not depend on the device
+    beyond float rounding."""
+    labels = torch.randint(0, G.y_dim, (n,), generator=generator)
+    xs = []
+    per_call = batch * groups_per_call
+    for s in range(0, n, per_call):
+        y = labels[s: s + per_call]
+        m = len(y)
+        g = max(1, m // batch) if m % batch == 0 else 1
+        z = torch.rand(m, G.z_dim, generator=generator) * 2 - 1
+        x = G(z.to(device), F.one_hot(y.to(device), G.y_dim).to(torch.float32), groups=g)
+        xs.append(x.cpu().to(torch.float16))
+    return torch.cat(xs).numpy(), labels.numpy().astype(np.int64)
+
+
 @dataclass
 class _State:
     step: int = 0
@@ -133,9 +157,11 @@ class DataLensTrainer:
                                       betas=(0.5, 0.999))
         moment = torch.bfloat16 if cfg.moment_dtype == "bfloat16" else None
         check_ensemble_memory(cfg, self.shape, self.y_dim, self.device)
+        compute = torch.bfloat16 if cfg.compute_dtype == "bfloat16" else None
         self.ens = TeacherEnsemble(cfg.teachers, self.y_dim, self.shape, chunk=cfg.chunk,
                                    lr=cfg.lr_teacher, moment_dtype=moment, device=self.device,
-                                   generator=torch.Generator().manual_seed(self.seed + 3))
+                                   generator=torch.Generator().manual_seed(self.seed + 3),
+                                   compute_dtype=compute)
         self.acc = TopAggAccountant(cfg.k, cfg.sigma, cfg.delta)
         self.state = _State()
         self.history: list[dict[str, Any]] = []
@@ -258,7 +284,7 @@ class DataLensTrainer:
         if not self.checkpoint_path.exists():
             return False
         st = torch.load(self.checkpoint_path, map_location=self.device, weights_only=True)
-        if st["config"] != self.cfg.to_dict() or st["seed"] != self.seed:
+        if (TrainConfig.from_dict(st["config"]) != self.cfg or st["seed"] != self.seed):
             raise ValueError(f"{self.checkpoint_path} was written by a different config or "
                              "seed; use another --out or delete it")
         self.state = _State(**st["state"])
@@ -273,22 +299,9 @@ class DataLensTrainer:
 
     # ------------------------------------------------------------------ the whole run
 
-    @torch.no_grad()
     def sample(self, n: int, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """n synthetic images with uniform random labels, generated in batches of B (BatchNorm
-        in training mode, as during training and in the official sampler)."""
-        labels = torch.randint(0, self.y_dim, (n,), generator=generator)
-        xs = []
-        groups_per_call = 64
-        per_call = self.batch * groups_per_call
-        for s in range(0, n, per_call):
-            y = labels[s: s + per_call]
-            m = len(y)
-            g = max(1, m // self.batch) if m % self.batch == 0 else 1
-            z = torch.rand(m, self.cfg.z_dim, generator=generator) * 2 - 1
-            x = self.G(z.to(self.device), self._onehot(y.to(self.device)), groups=g)
-            xs.append(x.cpu().to(torch.float16))
-        return torch.cat(xs).numpy(), labels.numpy().astype(np.int64)
+        """n synthetic images of the student generator (see ``sample_generator``)."""
+        return sample_generator(self.G, n, self.batch, generator, self.device)
 
     def run(self, resume: bool = False, stop_after: int | None = None) -> dict[str, Any]:
         """Train until the privacy budget (or ``max_steps``) is reached, then write
@@ -360,6 +373,10 @@ class DataLensTrainer:
         }
         if self.device.type == "cuda":
             rec["cuda_peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
+        if cfg.compute_dtype == "bfloat16":
+            rec["note_compute"] = ("teacher forward/backward passes in bfloat16 (opt-in; "
+                                   "float32 master weights, Adam, BatchNorm statistics and "
+                                   "losses); see datalens_lib.ensemble")
         if cfg.moment_dtype == "bfloat16":
             rec["note_moments"] = ("teacher Adam moments stored in bfloat16 (parameters "
                                    "float32) to fit 24 GiB; see datalens_lib.ensemble")

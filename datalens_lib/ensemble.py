@@ -96,10 +96,17 @@ def _linear(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.baddbmm(b[:, :, None], w, h.transpose(1, 2)).transpose(1, 2)
 
 
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in at least float32 (statistics and losses of a bfloat16 forward)."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))
+
+
 def _bn(h: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, dims) -> torch.Tensor:
-    mean = h.mean(dim=dims, keepdim=True)
-    var = h.var(dim=dims, unbiased=False, keepdim=True)
-    return (h - mean) * torch.rsqrt(var + BN_EPS) * gamma + beta
+    """Training-mode BatchNorm; statistics in at least float32 whatever ``h``'s dtype."""
+    hw = _wide(h)
+    mean = hw.mean(dim=dims, keepdim=True)
+    var = hw.var(dim=dims, unbiased=False, keepdim=True)
+    return ((hw - mean) * torch.rsqrt(var + BN_EPS) * gamma + beta).to(h.dtype)
 
 
 def ensemble_logits(p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
@@ -112,6 +119,7 @@ def ensemble_logits(p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor
     """
     n, bsz = x.shape[:2]
     gb = bsz // bn_groups
+    x = x.to(p["w0x"].dtype)  # the compute dtype is the parameters' (see TeacherEnsemble)
     onehot = F.one_hot(y, y_dim).to(x.dtype)  # [n, B, Y]
     h = F.leaky_relu(_grouped_conv(x.transpose(0, 1), p["w0x"], p["w0y"], p["b0"], onehot),
                      _LEAK)
@@ -152,13 +160,17 @@ def adam_narrow_moments_(p: torch.Tensor, g: torch.Tensor, m: torch.Tensor, v: t
 
 @functools.cache
 def _adam_kernel(device_type: str):
-    """``adam_narrow_moments_`` compiled by TorchInductor into one fused loop (C++ on CPU,
+    """``adam_narrow_moments_`` (also used when the gradients come in bfloat16) compiled by
+    TorchInductor into one fused loop (C++ on CPU,
     Triton on CUDA); measured 4x faster than widening, PyTorch's fused kernel and rounding
     back (8 vs 33 ms for 16 MNIST teachers on 2 cores). Falls back to the eager function
     where compilation is unavailable (no C++ compiler) or disabled with
     ``DATALENS_COMPILE=0``; the arithmetic is the same either way."""
     if os.environ.get("DATALENS_COMPILE", "1") == "0":
         return adam_narrow_moments_
+    # one graph per (dtypes of p, g, m, v) and for 1-element tensors (always specialised);
+    # a process that builds ensembles of several kinds (the tests) needs more than the default 8
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     try:
         fn = torch.compile(adam_narrow_moments_, dynamic=True, fullgraph=True)
         probe = torch.zeros(4, device=device_type)
@@ -205,7 +217,7 @@ class StackedAdam:
         b1, b2 = self.betas
         first = next(iter(params.values()))
         names = list(grads)
-        if self.moment_dtype != first.dtype:
+        if self.moment_dtype != first.dtype or grads[names[0]].dtype != first.dtype:
             kernel = _adam_kernel(first.device.type)
             hyper = torch.tensor([self.lr / (1 - b1 ** step), b1, b2, self.eps,
                                   math.sqrt(1 - b2 ** step)], dtype=torch.float64)
@@ -231,13 +243,26 @@ class StackedAdam:
 
 
 class TeacherEnsemble:
-    """N conditional-DCGAN teacher discriminators with stacked parameters and Adam states."""
+    """N conditional-DCGAN teacher discriminators with stacked parameters and Adam states.
+
+    ``compute_dtype=torch.bfloat16`` (opt-in; default: the parameters' dtype) runs the
+    teachers' forward and backward passes in bfloat16 -- convolutions and matrix products on
+    bfloat16 copies of each chunk's weights, BatchNorm statistics and losses in float32 --
+    while the parameters and the Adam update stay float32 (mixed precision with float32
+    master weights). The query gradients handed to TopAgg are returned in float32.
+    """
 
     def __init__(self, n_teachers: int, y_dim: int, shape: tuple[int, int, int], *,
                  chunk: int = 32, lr: float = 1e-3, moment_dtype: torch.dtype | None = None,
                  device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
-                 generator: torch.Generator | None = None):
+                 generator: torch.Generator | None = None,
+                 compute_dtype: torch.dtype | None = None):
         self.n = positive_int("n_teachers", n_teachers)
+        self.compute_dtype = compute_dtype or dtype
+        if self.compute_dtype not in (dtype, torch.bfloat16):
+            raise ValueError(f"compute_dtype must be the parameters' dtype ({dtype}) or "
+                             f"torch.bfloat16, got {self.compute_dtype}")
+        self._work: dict[str, torch.Tensor] = {}  # compute-dtype copies of one chunk
         self.chunk = positive_int("chunk", chunk)
         self.y_dim, self.shape = positive_int("y_dim", y_dim), tuple(shape)
         self.device = torch.device(device)
@@ -270,7 +295,16 @@ class TeacherEnsemble:
             yield slice(s, min(s + self.chunk, self.n))
 
     def chunk_params(self, sl: slice, requires_grad: bool = False) -> dict[str, torch.Tensor]:
+        """Teachers ``sl``'s parameters in the compute dtype: views of the stored parameters,
+        or (``compute_dtype`` narrower) copies into reused buffers."""
         out = {k: v[sl] for k, v in self.params.items()}
+        if self.compute_dtype != next(iter(out.values())).dtype:
+            n = sl.stop - sl.start
+            for k, v in out.items():
+                if k not in self._work:
+                    self._work[k] = torch.empty((self.chunk, *v.shape[1:]),
+                                                dtype=self.compute_dtype, device=v.device)
+            out = {k: self._work[k][:n].copy_(v) for k, v in out.items()}
         if requires_grad:  # leaves sharing storage: Adam updates in place after autograd.grad
             out = {k: v.detach().requires_grad_() for k, v in out.items()}
         return out
@@ -287,6 +321,7 @@ class TeacherEnsemble:
         bsz = x_real.shape[1]
         logits = ensemble_logits(p, torch.cat([x_real, x_fake], 1), torch.cat([y, y], 1),
                                  self.y_dim, bn_groups=2)
+        logits = _wide(logits)
         loss = F.softplus(-logits[:, :bsz]).mean(1) + F.softplus(logits[:, bsz:]).mean(1)
         names = list(p)
         grads = torch.autograd.grad(loss.sum(), [p[k] for k in names])
@@ -301,10 +336,11 @@ class TeacherEnsemble:
         """
         n = sl.stop - sl.start
         p = self.chunk_params(sl)
-        xr = x.detach().unsqueeze(0).expand(n, *x.shape).clone().requires_grad_()
-        logits = ensemble_logits(p, xr, y.unsqueeze(0).expand(n, -1), self.y_dim)
+        xr = (x.detach().to(self.compute_dtype).unsqueeze(0).expand(n, *x.shape).clone()
+              .requires_grad_())
+        logits = _wide(ensemble_logits(p, xr, y.unsqueeze(0).expand(n, -1), self.y_dim))
         (g,) = torch.autograd.grad(F.softplus(-logits).mean(1).sum(), xr)
-        return (-g).flatten(2).transpose(0, 1)
+        return (-g).to(x.dtype).flatten(2).transpose(0, 1)
 
     def state_dict(self) -> dict:
         return {"params": self.params, "adam": self.adam.state_dict()}

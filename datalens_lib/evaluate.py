@@ -50,9 +50,12 @@ class EvalCNN(nn.Module):
                 nn.init.zeros_(m.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.dropout(F.max_pool2d(F.relu(self.conv1(x)), 2), 0.2, self.training)
-        x = F.dropout(F.relu(self.conv2(x)), 0.25, self.training)
-        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+        # max-pool before ReLU: relu(maxpool(h)) == maxpool(relu(h)) exactly (ReLU is
+        # monotone), with the ReLU on a quarter of the elements; ReLUs in place where autograd
+        # does not need their input. Same numbers, fewer passes over the largest activation.
+        x = F.dropout(F.relu(F.max_pool2d(self.conv1(x), 2), inplace=True), 0.2, self.training)
+        x = F.dropout(F.relu(self.conv2(x), inplace=True), 0.25, self.training)
+        return self.fc2(F.relu(self.fc1(x.flatten(1)), inplace=True))
 
 
 @torch.no_grad()

@@ -52,10 +52,8 @@ with store.Timer() as timer:
         rows.append({"teachers": n, "seconds_per_step": float(np.mean(secs)),
                      "ms_per_teacher": 1000 * float(np.mean(secs)) / n})
 table = pd.DataFrame(rows)
-slope, intercept = np.polyfit(table["teachers"], table["seconds_per_step"], 1)
-pred = slope * table["teachers"] + intercept
-r2 = 1 - ((table["seconds_per_step"] - pred) ** 2).sum() / (
-    (table["seconds_per_step"] - table["seconds_per_step"].mean()) ** 2).sum()
+fit = book.linear_fit(table["teachers"], table["seconds_per_step"])
+slope, intercept, r2 = fit["slope"], fit["intercept"], fit["r2"]
 store.save_result("tab:time", {"profile": profile, "teachers": teacher_counts[profile]},
                   {"rows": table.to_dict("records"), "slope_s_per_teacher": slope,
                    "intercept_s": intercept, "r2": r2, "hardware": hw}, profile=profile,
@@ -64,13 +62,63 @@ print(f"hardware: {hw['cpu']} ({hw['cores']} cores, {hw.get('memory_gib')} GiB),
       f"{platform.python_implementation()} {platform.python_version()}")
 table
 
+# %% [markdown]
+# ## The paper's T4 column beside ours, per device
+#
+# Seconds per generator step of MNIST ε = 1 at the paper's 4000 teachers: the paper's Tesla T4
+# figure, every committed paper-setting run (with the device it ran on) and the paper-size
+# ensemble timed by `benchmarks/bench_ensemble.py` (teacher work only: no fakes, TopAgg or
+# generator step). Different hardware and implementations: a ratio, not a verdict.
+
+# %%
+paper = book.paper_table("tab_time.csv")
+t4 = paper[(paper.dataset == "mnist") & (paper.method == "TopAgg")].iloc[0]
+side = [{"source": "paper (tab:time)", "device": t4["parameter"].removeprefix("gpu="),
+         "teachers": 4000, "s_per_step": t4["value"], "what": "full step"}]
+for r in book.committed_runs():
+    if r["config"] == "mnist-eps1":
+        side.append({"source": f"run {Path(r['run_dir']).name}",
+                     "device": r["hardware"].get("gpu") or r["hardware"].get("cpu"),
+                     "teachers": r["teachers"], "s_per_step": r["seconds_per_step"],
+                     "what": "full step"})
+bench = book.ensemble_benchmarks()
+for r in (bench[bench.teachers == 4000].itertuples() if len(bench) else []):
+    side.append({"source": f"benchmark {r.record} ({r.git_sha})", "device": r.device,
+                 "teachers": r.teachers, "s_per_step": r.s_per_step,
+                 "what": "teacher work"})
+side = pd.DataFrame(side)
+side["paper_over_ours"] = t4["value"] / side["s_per_step"]
+side.style.format({"s_per_step": "{:.2f}", "paper_over_ours": "{:.2g}"}).hide(axis="index")
+
+# %% [markdown]
+# ## Linear in the number of teachers? The committed benchmark records
+#
+# Each committed `bench_ensemble` record times the teacher work at several N in one process;
+# a linear fit per record tests the paper's claim (Sec. 5.3: 2× the teachers, about 2× the
+# time) on every device we have a record for.
+
+# %%
+fits = []
+for (rec, dev, moments), g in (bench.groupby(["record", "device", "adam_moments"])
+                               if len(bench) else []):
+    if g["teachers"].nunique() >= 3:
+        f = book.linear_fit(g["teachers"], g["s_per_step"])
+        fits.append({"record": rec, "device": dev, "adam_moments": moments,
+                     "teachers": sorted(g["teachers"].unique().tolist()),
+                     "ms_per_teacher_slope": 1000 * f["slope"], "intercept_s": f["intercept"],
+                     "r2": f["r2"]})
+fits = pd.DataFrame(fits)
+display(bench.style.format({"s_per_step": "{:.2f}", "ms_per_teacher": "{:.2f}",
+                            "speed_up_vs_loop": "{:.2f}"}, na_rep="")
+        .hide(axis="index") if len(bench) else Markdown("No benchmark records committed."))
+fits
+
 # %%
 runs = pd.DataFrame([{"config": r["config"], "folder": Path(r["run_dir"]).name,
                       "teachers": r["teachers"],
                       "seconds_per_step": r["seconds_per_step"],
                       "hardware": r["hardware"].get("gpu") or r["hardware"].get("cpu")}
                      for r in book.committed_runs()])
-paper = book.paper_table("tab_time.csv")
 display(paper[["artifact", "dataset", "method", "parameter", "value"]])
 runs
 

@@ -165,3 +165,50 @@ def test_conv_weights_follow_the_official_truncated_normal():
     share = ((w.abs() > 0.03) & (w.abs() <= 0.04)).double().mean().item()
     assert abs(share - p) < 5 * math.sqrt(p * (1 - p) / w.numel())
     assert abs(w.std().item() - dist.std()) < 0.01 * dist.std()
+
+
+def test_bf16_compute_tracks_fp32_and_keeps_fp32_master_weights():
+    """Opt-in bfloat16 forward/backward: the same function up to bfloat16 rounding (query
+    gradients and losses within a few %), parameters and Adam in float32, chunking invariant
+    (the reused compute buffers do not leak between chunks)."""
+    kw = dict(generator=torch.Generator().manual_seed(2))
+    f32 = TeacherEnsemble(5, 10, (1, 28, 28), chunk=2, **kw)
+    bf16 = TeacherEnsemble(5, 10, (1, 28, 28), chunk=2, compute_dtype=torch.bfloat16,
+                           generator=torch.Generator().manual_seed(2))
+    assert all(v.dtype == torch.float32 for v in bf16.params.values())
+    torch.manual_seed(0)
+    xq, yq = torch.rand(6, 1, 28, 28), torch.randint(0, 10, (6,))
+    g32 = torch.cat([f32.query_gradients(sl, xq, yq) for sl in f32.slices()], 1)
+    g16 = torch.cat([bf16.query_gradients(sl, xq, yq) for sl in bf16.slices()], 1)
+    assert g16.dtype == torch.float32 and g16.shape == g32.shape
+    rel = (g16 - g32).norm(dim=-1) / g32.norm(dim=-1)  # per (query, teacher)
+    print("relative error median", rel.median().item(), "max", rel.max().item())
+    assert rel.median() < 0.08, rel.median()
+    assert not torch.equal(g16, g32)  # it did run in bfloat16
+    # the top-k coordinates TopAgg would pick largely agree
+    top32 = g32.abs().topk(50, dim=-1).indices.sort(-1).values
+    top16 = g16.abs().topk(50, dim=-1).indices.sort(-1).values
+    overlap = [len(set(a.tolist()) & set(b.tolist())) / 50
+               for a, b in zip(top32.flatten(0, 1), top16.flatten(0, 1), strict=True)]
+    print("top-50 overlap", sum(overlap) / len(overlap))
+    assert sum(overlap) / len(overlap) > 0.8
+    xr, xf = torch.rand(5, 4, 1, 28, 28), torch.rand(5, 4, 1, 28, 28)
+    y = torch.randint(0, 10, (5, 4))
+    for step in (1, 2):
+        l32 = torch.cat([f32.train_step(sl, xr[sl], xf[sl], y[sl], step) for sl in f32.slices()])
+        l16 = torch.cat([bf16.train_step(sl, xr[sl], xf[sl], y[sl], step)
+                         for sl in bf16.slices()])
+        torch.testing.assert_close(l16, l32, rtol=0.03, atol=0.01)
+    assert all(v.dtype == torch.float32 for v in bf16.params.values())
+    for k in f32.params:  # one Adam step moves each weight by ~lr; bf16 grads move it alike
+        d32 = f32.params[k] - TeacherEnsemble(5, 10, (1, 28, 28), chunk=2, generator=torch
+                                              .Generator().manual_seed(2)).params[k]
+        d16 = bf16.params[k] - f32.params[k] + d32
+        if k.startswith("w"):
+            assert (d16.sign() == d32.sign()).float().mean() > 0.9, k
+
+
+def test_compute_dtype_is_validated():
+    with pytest.raises(ValueError, match=r"compute_dtype must be the parameters' dtype "
+                                         r"\(torch.float32\) or torch.bfloat16, got torch.float16"):
+        TeacherEnsemble(2, 10, (1, 28, 28), compute_dtype=torch.float16)

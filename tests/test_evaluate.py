@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import datalens_lib.evaluate as ev
@@ -94,6 +95,32 @@ def test_eval_cnn_is_the_official_architecture():
     x = torch.ones(1, 1, 28, 28)
     m.eval()
     assert m(x).shape == (1, 10)
+
+
+def _keras_order(m, x):
+    """The official layer order (ReLU, then max-pool), written out as a reference."""
+    h = F.dropout(F.max_pool2d(F.relu(m.conv1(x)), 2), 0.2, m.training)
+    h = F.dropout(F.relu(m.conv2(h)), 0.25, m.training)
+    return m.fc2(F.relu(m.fc1(h.flatten(1))))
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_pool_before_relu_computes_the_official_order(training):
+    """EvalCNN pools before its first ReLU (cheaper); outputs, dropout draws and parameter
+    gradients equal the official order's."""
+    torch.manual_seed(0)
+    m = EvalCNN((1, 28, 28), 10).train(training)
+    x = torch.randn(16, 1, 28, 28)
+    y = torch.randint(0, 10, (16,))
+    outs, grads = [], []
+    for f in (m, lambda x: _keras_order(m, x)):
+        torch.manual_seed(1)
+        out = f(x)
+        outs.append(out)
+        grads.append(torch.autograd.grad(F.cross_entropy(out, y), list(m.parameters())))
+    torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
 
 
 def _toy(n=70, seed=0):

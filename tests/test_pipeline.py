@@ -463,6 +463,28 @@ def test_bf16_moments_are_noted_in_the_record(tmp_path, mnist_dir):
                                    "float32) to fit 24 GiB; see datalens_lib.ensemble")
 
 
+def test_bf16_compute_is_opt_in_noted_and_resumes_old_checkpoints(tmp_path, mnist_dir):
+    """compute_dtype=bfloat16 reaches the ensemble and the record; the default stays float32
+    and a checkpoint written before the key existed (no compute_dtype) still resumes."""
+    plain = pinned(tmp_path / "f", mnist_dir, max_steps=2)
+    assert plain.ens.compute_dtype == torch.float32
+    plain.run(stop_after=1)
+    ck = torch.load(plain.checkpoint_path, weights_only=True)
+    del ck["config"]["compute_dtype"]  # as written by the code before the option
+    torch.save(ck, plain.checkpoint_path)
+    again = pinned(tmp_path / "f", mnist_dir, max_steps=2)
+    assert again.load_checkpoint() and again.state.step == 1
+    tr = pinned(tmp_path / "b", mnist_dir, compute_dtype="bfloat16", max_steps=1, n_samples=10)
+    assert tr.ens.compute_dtype == torch.bfloat16
+    rec = tr.run()
+    assert rec["config"]["compute_dtype"] == "bfloat16" and "note_compute" in rec
+    assert "note_compute" not in plain.record(1.0, 0.5, False, 2.0)
+    assert all(v.dtype == torch.float32 for v in tr.ens.params.values())
+    other = pinned(tmp_path / "f", mnist_dir, max_steps=2, compute_dtype="bfloat16")
+    with pytest.raises(ValueError, match="different config or seed"):
+        other.load_checkpoint()
+
+
 def test_gpu_runs_record_their_peak_device_memory(tmp_path, mnist_dir, monkeypatch):
     tr = pinned(tmp_path, mnist_dir, max_steps=1)
     tr.step()

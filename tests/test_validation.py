@@ -18,6 +18,7 @@ from datalens_lib.aggregation import (
     topk_sto_sign_sparse,
     vote_sum,
 )
+from datalens_lib.config import load_config
 from datalens_lib.ensemble import StackedAdam, TeacherEnsemble
 from datalens_lib.privacy import (
     TopAggAccountant,
@@ -118,6 +119,8 @@ CASES = [
      r"^x_train and y_train must be non-empty and of equal length$"),
     (lambda: evaluate.protocol_value({"paper": 1.0}, "best"), r"^protocol must be one of"),
     (lambda: store.save_result("a", {}, 1, profile="big"), r"^profile must be one of"),
+    (lambda: load_config("mnist-eps1", "smoke", compute_dtype="float16"),
+     r"^compute_dtype must be one of"),
 ]
 
 

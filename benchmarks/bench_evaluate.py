@@ -1,0 +1,130 @@
+"""Benchmark what a paper-scale cell costs after training: sampling 100k images and the
+utility evaluation (the official CNN, SGD lr 2e-3, batch 512) on them.
+
+* **Evaluation**: seconds per epoch of ``evaluate.train_classifier`` on ``--n`` images, against
+  the same loop with the official layer order (ReLU before max-pool, out-of-place ReLUs), in
+  the same process; the projected 30- and 600-epoch times; and a numerics check: seeded
+  ``--check-epochs`` runs of both on ``--check-n`` images must give the same per-epoch test
+  accuracies (the two orders compute the same function and draw the same dropout masks).
+* **Sampling**: seconds for ``--samples`` images with ``datalens.sample_generator`` (64 batches
+  of 15 per call, BatchNorm per batch) against one call per batch of 15 (the official
+  sampler's loop), the latter timed on a tenth of the images and scaled.
+
+Timing data are random images: the cost does not depend on their content.
+
+    python benchmarks/bench_evaluate.py [--n 100000] [--samples 100000] \
+        [--record benchmarks/results/evaluate-<machine>.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import datalens_lib.evaluate as ev  # noqa: E402
+from datalens_lib.datalens import sample_generator  # noqa: E402
+from datalens_lib.models import Generator  # noqa: E402
+from datalens_lib.provenance import atomic_write_json, provenance  # noqa: E402
+
+SHAPE, Y = (1, 28, 28), 10
+
+
+class OfficialOrderCNN(ev.EvalCNN):
+    """The evaluation CNN with the Keras layer order, as the library ran it before."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.dropout(F.max_pool2d(F.relu(self.conv1(x)), 2), 0.2, self.training)
+        x = F.dropout(F.relu(self.conv2(x)), 0.25, self.training)
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+def _train(model_cls: type, x, y, xt, yt, epochs: int, seed: int = 0) -> dict:
+    saved = ev.EvalCNN
+    ev.EvalCNN = model_cls  # train_classifier builds ev.EvalCNN
+    try:
+        return ev.train_classifier(x, y, xt, yt, Y, epochs=epochs, seed=seed, progress=False)
+    finally:
+        ev.EvalCNN = saved
+
+
+def bench_evaluation(n: int, check_n: int, check_epochs: int) -> dict:
+    rng = np.random.default_rng(0)
+    x = rng.random((n, *SHAPE), dtype=np.float32)
+    y = rng.integers(0, Y, n)
+    xt, yt = x[:10000], y[:10000]
+    out = {"n_train": n, "n_test": len(xt), "batch_size": 512}
+    for name, cls in (("library", ev.EvalCNN), ("official_order", OfficialOrderCNN)):
+        res = _train(cls, x, y, xt, yt, epochs=1)
+        out[f"{name}_s_per_epoch"] = res["seconds"]
+        print(f"evaluation, {name:15s}: {res['seconds']:6.1f} s/epoch on {n} images "
+              f"(30 epochs: {30 * res['seconds'] / 60:5.1f} min)", flush=True)
+    out["speed_up"] = out["official_order_s_per_epoch"] / out["library_s_per_epoch"]
+    out["projected_30_epochs_min"] = 30 * out["library_s_per_epoch"] / 60
+    # numerics: a seeded short run of each on a learnable problem (class-dependent means)
+    cx = (rng.random((check_n, *SHAPE), dtype=np.float32) * 0.5
+          + (np.arange(check_n) % Y)[:, None, None, None].astype(np.float32) / (2 * Y))
+    cy = np.arange(check_n) % Y
+    a = _train(ev.EvalCNN, cx, cy, cx[:1000], cy[:1000], check_epochs, seed=3)
+    b = _train(OfficialOrderCNN, cx, cy, cx[:1000], cy[:1000], check_epochs, seed=3)
+    diff = float(np.max(np.abs(np.subtract(a["test_accuracy_per_epoch"],
+                                           b["test_accuracy_per_epoch"]))))
+    out["numerics"] = {"epochs": check_epochs, "n": check_n,
+                       "library": a["test_accuracy_per_epoch"],
+                       "official_order": b["test_accuracy_per_epoch"],
+                       "max_abs_accuracy_difference": diff}
+    print(f"evaluation speed-up x{out['speed_up']:.2f}; seeded {check_epochs}-epoch runs: "
+          f"max |accuracy difference| {diff:.4g}", flush=True)
+    return out
+
+
+def bench_sampling(n: int) -> dict:
+    torch.manual_seed(0)
+    G = Generator(50, Y, SHAPE)
+    sample_generator(G, 960, 15, torch.Generator().manual_seed(0))  # warm-up
+    t = time.perf_counter()
+    sample_generator(G, n, 15, torch.Generator().manual_seed(1))
+    grouped = time.perf_counter() - t
+    m = max(15, n // 10 // 15 * 15)
+    t = time.perf_counter()
+    sample_generator(G, m, 15, torch.Generator().manual_seed(1), groups_per_call=1)
+    per_batch = (time.perf_counter() - t) * n / m
+    print(f"sampling {n} images: {grouped:6.1f} s grouped (64 batches per call); one call "
+          f"per batch of 15 {per_batch:6.1f} s (timed on {m}); x{per_batch / grouped:.2f}",
+          flush=True)
+    return {"n": n, "grouped_s": grouped, "per_batch_s": per_batch,
+            "speed_up": per_batch / grouped}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=100000, help="training images for the timing")
+    ap.add_argument("--samples", type=int, default=100000)
+    ap.add_argument("--check-n", type=int, default=5000)
+    ap.add_argument("--check-epochs", type=int, default=3)
+    ap.add_argument("--record", type=Path)
+    args = ap.parse_args()
+    if min(args.n, args.samples, args.check_n, args.check_epochs) < 1:
+        ap.error("--n, --samples, --check-n and --check-epochs must be positive")
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}", flush=True)
+    rec = {"benchmark": "bench_evaluate",
+           "date": datetime.datetime.now(datetime.UTC).isoformat(),
+           "threads": torch.get_num_threads(),
+           "evaluation": bench_evaluation(args.n, args.check_n, args.check_epochs),
+           "sampling": bench_sampling(args.samples)}
+    if args.record:
+        rec.update(provenance())
+        atomic_write_json(args.record, rec)
+        print(f"wrote {args.record}")
+
+
+if __name__ == "__main__":
+    main()
