@@ -13,7 +13,8 @@ the layer shapes (``flops_per_teacher``), and the machine's limits are measured 
 run: a 4096^2 float32 and bfloat16 GEMM and a 1 GiB copy (memory bandwidth).
 
     python benchmarks/bench_ensemble.py [--device cpu|cuda] [--teachers 50 200 1000] \
-        [--moments float32|bfloat16] [--chunk 12] [--peak-n 4000] [--profile-n 200 1000] \
+        [--moments float32|bfloat16] [--compute float32|bfloat16] [--chunk 12] \
+        [--peak-n 4000] [--profile-n 200 1000] \
         [--record benchmarks/results/ensemble-<machine>.json]
 
 ``--record`` also writes the figures with their provenance (git sha, package versions,
@@ -91,17 +92,20 @@ def timed_step(ens: TeacherEnsemble, data: tuple, step: int, device: torch.devic
     return time.perf_counter() - t
 
 
-def measure_peak(n_teachers: int, chunk: int, device: torch.device) -> dict:
+def measure_peak(n_teachers: int, chunk: int, device: torch.device,
+                 compute: torch.dtype | None = None) -> dict:
     """Build the paper-size ensemble, time one full step (after a warm-up step) and report the
     peak RSS. Run in a fresh process (see ``main``): peak RSS is a process's lifetime maximum,
     and freeing the paper-size ensemble in the timing process leaves its allocator slower."""
     moments = torch.bfloat16 if device.type == "cpu" else None
-    ens = TeacherEnsemble(n_teachers, Y, SHAPE, chunk=chunk, device=device, moment_dtype=moments)
+    ens = TeacherEnsemble(n_teachers, Y, SHAPE, chunk=chunk, device=device, moment_dtype=moments,
+                          compute_dtype=compute)
     data = _batch(n_teachers, device)
     timed_step(ens, data, 0, device)
     seconds = timed_step(ens, data, 1, device)
     peak = {"teachers": n_teachers, "parameters_per_teacher": ens.num_parameters,
             "moment_dtype": str(ens.adam.moment_dtype).removeprefix("torch."),
+            "compute_dtype": str(ens.compute_dtype).removeprefix("torch."),
             "peak_rss_gib": peak_rss_gib(), "vectorised_s_per_step": seconds,
             "ms_per_teacher": 1000 * seconds / n_teachers}
     if device.type == "cuda":
@@ -202,6 +206,8 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=12)
     ap.add_argument("--moments", default="float32", choices=["float32", "bfloat16"],
                     help="Adam moment dtype of the timed ensembles (the loop's is float32)")
+    ap.add_argument("--compute", default="float32", choices=["float32", "bfloat16"],
+                    help="compute dtype of the timed ensembles (bfloat16: the opt-in)")
     ap.add_argument("--loop-max", type=int, default=200, help="largest N timed with the loop")
     ap.add_argument("--peak-n", type=int, default=0, help="N for the peak-RSS measurement")
     ap.add_argument("--profile-n", type=int, nargs="*", default=[],
@@ -215,6 +221,7 @@ def main() -> None:
     rows: list[dict] = []
     device = torch.device(args.device)
     moments = torch.bfloat16 if args.moments == "bfloat16" else None
+    compute = torch.bfloat16 if args.compute == "bfloat16" else None
     name = (torch.cuda.get_device_name(0) if device.type == "cuda"
             else platform.processor() or hardware()["cpu"])
     print(f"device {device} ({name}), torch {torch.__version__}, threads "
@@ -226,7 +233,7 @@ def main() -> None:
           f"GB/s; one step = {flops / 1e6:.0f} MFLOP per teacher", flush=True)
     for n in args.teachers:
         ens = TeacherEnsemble(n, Y, SHAPE, chunk=min(args.chunk, n), device=device,
-                              moment_dtype=moments)
+                              moment_dtype=moments, compute_dtype=compute)
         data = _batch(n, device)
         timed_step(ens, data, 0, device)  # warm-up (and compilation)
         tv = min(timed_step(ens, data, s, device) for s in (1, 2))
@@ -259,12 +266,13 @@ def main() -> None:
     if args.peak_n:
         spawn = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(1, mp_context=spawn) as pool:
-            peak = pool.submit(measure_peak, args.peak_n, args.chunk, device).result()
+            peak = pool.submit(measure_peak, args.peak_n, args.chunk, device,
+                               compute).result()
     if args.record:
         atomic_write_json(args.record, {
             "benchmark": "bench_ensemble", "date": datetime.datetime.now(datetime.UTC).isoformat(),
             "device": str(device), "device_name": name, "batch": B, "chunk": args.chunk,
-            "moments": args.moments, "threads": torch.get_num_threads(),
+            "moments": args.moments, "compute": args.compute, "threads": torch.get_num_threads(),
             "flops_per_teacher_step": flops, "machine": limits, "steps": rows, "peak": peak,
             **provenance()})
         print(f"wrote {args.record}")

@@ -116,7 +116,8 @@ def committed_runs_table(root: Path | None = None) -> pd.DataFrame:
         rows.append({
             "config": s["config"], "folder": Path(s["run_dir"]).name, "profile": s["profile"],
             "device": hw.get("gpu") or f"{hw.get('cpu', 'CPU')}, {hw.get('cores', '?')} cores",
-            "adam_moments": rec["config"]["moment_dtype"], "steps": s["steps"],
+            "adam_moments": rec["config"]["moment_dtype"],
+            "compute": rec["config"].get("compute_dtype", "float32"), "steps": s["steps"],
             "train_hours": s["train_seconds"] / 3600, "s_per_step": s["seconds_per_step"],
             "eval_epochs": s.get("eval_epochs"), "ours": s.get("acc_paper"),
             "ours_clean": s.get("acc_clean"), "dataset": s["dataset"], "epsilon": s["epsilon"]})
@@ -130,7 +131,8 @@ def ensemble_benchmarks(root: Path | None = None) -> pd.DataFrame:
     """One row per (committed ``bench_ensemble`` record, number of teachers): seconds per
     generator step of the teacher ensemble (2 Adam steps of every teacher + the 15 query
     gradients, MNIST shapes), ms per teacher, and the speed-up over a per-teacher loop where
-    it was measured. The paper-size ensemble timed with ``--peak-n`` is a row too."""
+    it was measured. The paper-size ensemble timed with ``--peak-n`` is a row too. Records
+    written before the ``moments``/``compute`` options were float32 throughout."""
     rows = []
     for path in sorted((root or BENCH_DIR).glob("*.json")):
         rec = json.loads(path.read_text())
@@ -145,6 +147,7 @@ def ensemble_benchmarks(root: Path | None = None) -> pd.DataFrame:
                 "record": path.stem, "device": rec.get("device_name", rec["device"]),
                 "git_sha": rec.get("git_sha", "")[:7], "teachers": r["teachers"],
                 "adam_moments": r.get("moments", rec.get("moments", "float32")),
+                "compute": r.get("compute_dtype", rec.get("compute", "float32")),
                 "s_per_step": r["vectorised_s_per_step"],
                 "ms_per_teacher": 1000 * r["vectorised_s_per_step"] / r["teachers"],
                 "speed_up_vs_loop": r.get("speed_up")})

@@ -40,7 +40,7 @@ from .data import load_dataset, partition
 from .ensemble import TeacherEnsemble, split_shapes
 from .models import Generator
 from .privacy import TopAggAccountant, topagg_max_queries
-from .provenance import atomic_save, atomic_write_json, peak_rss_gib, provenance
+from .provenance import atomic_save, atomic_write_json, git_sha, peak_rss_gib, provenance
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -163,6 +163,7 @@ class DataLensTrainer:
                                    generator=torch.Generator().manual_seed(self.seed + 3),
                                    compute_dtype=compute)
         self.acc = TopAggAccountant(cfg.k, cfg.sigma, cfg.delta)
+        self.git_sha_at_start = git_sha()  # the code this process runs, whatever HEAD is later
         self.state = _State()
         self.history: list[dict[str, Any]] = []
 
@@ -381,5 +382,8 @@ class DataLensTrainer:
             rec["note_moments"] = ("teacher Adam moments stored in bfloat16 (parameters "
                                    "float32) to fit 24 GiB; see datalens_lib.ensemble")
         rec.update(provenance())
+        if rec.get("git_sha") not in (None, self.git_sha_at_start):
+            rec["git_sha_at_end"] = rec["git_sha"]  # HEAD moved while the run trained
+        rec["git_sha"] = self.git_sha_at_start
         return rec
 

@@ -176,7 +176,8 @@ def _adam_kernel(device_type: str):
         probe = torch.zeros(4, device=device_type)
         narrow = torch.zeros(4, dtype=torch.bfloat16, device=device_type)
         fn(probe, probe.clone(), narrow, narrow.clone(),
-           torch.tensor([1e-3, 0.5, 0.999, 1e-8, 0.03], dtype=torch.float64))
+           torch.tensor([1e-3, 0.5, 0.999, 1e-8, 0.03], dtype=torch.float64,
+                        device=device_type))
     except Exception as err:  # noqa: BLE001 -- any compiler failure: run eagerly
         warnings.warn(f"torch.compile unavailable ({type(err).__name__}: {err}); the Adam "
                       "update with narrow moments runs eagerly (slower, same arithmetic)",
@@ -220,7 +221,8 @@ class StackedAdam:
         if self.moment_dtype != first.dtype or grads[names[0]].dtype != first.dtype:
             kernel = _adam_kernel(first.device.type)
             hyper = torch.tensor([self.lr / (1 - b1 ** step), b1, b2, self.eps,
-                                  math.sqrt(1 - b2 ** step)], dtype=torch.float64)
+                                  math.sqrt(1 - b2 ** step)], dtype=torch.float64,
+                                 device=first.device)
             for k in names:  # flat views: one compiled kernel for every tensor and chunk
                 kernel(params[k][sl].view(-1), grads[k].reshape(-1), self.m[k][sl].view(-1),
                        self.v[k][sl].view(-1), hyper)

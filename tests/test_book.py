@@ -140,3 +140,33 @@ def test_schedule_table_reads_prefixes_of_one_evaluation(tmp_path):
     other = {**cfg, "sigma": cfg["sigma"] / 2}  # another setting: nothing measured for it
     assert book.schedule_check(other, 2, full=6, root=tmp_path)["measured_on"] == []
     assert book.schedule_check(cfg, 2, full=600, root=tmp_path)["measured_on"] == []  # 6 < 600
+
+
+def test_linear_fit_recovers_a_line_and_scores_noise():
+    fit = book.linear_fit([1000, 2000, 4000], [12.5, 24.5, 48.5])
+    assert fit["slope"] == pytest.approx(0.012) and fit["intercept"] == pytest.approx(0.5)
+    assert fit["r2"] == pytest.approx(1.0)
+    assert book.linear_fit([1, 2, 3, 4], [1.0, 3.0, 1.0, 3.0])["r2"] < 0.5
+
+
+def test_ensemble_benchmarks_reads_steps_and_the_paper_size_row(tmp_path):
+    rec = {"benchmark": "bench_ensemble", "device": "cpu", "device_name": "Some CPU",
+           "git_sha": "abcdef0123", "moments": "float32", "compute": "bfloat16",
+           "steps": [{"teachers": 200, "vectorised_s_per_step": 2.0, "speed_up": 3.5},
+                     {"teachers": 1000, "vectorised_s_per_step": 9.0}],
+           "peak": {"teachers": 4000, "vectorised_s_per_step": 40.0, "moment_dtype": "bfloat16",
+                    "compute_dtype": "bfloat16", "peak_rss_gib": 17.5}}
+    (tmp_path / "a.json").write_text(json.dumps(rec))
+    (tmp_path / "other.json").write_text(json.dumps({"benchmark": "bench_evaluate"}))
+    old = {"benchmark": "bench_ensemble", "device": "cpu", "steps": [
+        {"teachers": 50, "vectorised_s_per_step": 1.0}], "peak": {"teachers": 4000,
+                                                                  "peak_rss_gib": 17.0}}
+    (tmp_path / "b.json").write_text(json.dumps(old))
+    t = book.ensemble_benchmarks(tmp_path)
+    assert list(t["teachers"]) == [200, 1000, 4000, 50]
+    assert list(t["ms_per_teacher"]) == pytest.approx([10.0, 9.0, 10.0, 20.0])
+    assert list(t["adam_moments"]) == ["float32", "float32", "bfloat16", "float32"]
+    assert list(t["compute"]) == ["bfloat16", "bfloat16", "bfloat16", "float32"]
+    assert t["speed_up_vs_loop"].iloc[0] == 3.5 and pd.isna(t["speed_up_vs_loop"].iloc[1])
+    assert t["device"].iloc[0] == "Some CPU" and t["git_sha"].iloc[0] == "abcdef0"
+    assert t["device"].iloc[3] == "cpu"  # old records without a device name

@@ -493,3 +493,15 @@ def test_gpu_runs_record_their_peak_device_memory(tmp_path, mnist_dir, monkeypat
     tr.device = torch.device("cuda")
     rec = tr.record(1.0, 0.5, False, 2.0)
     assert rec["cuda_peak_gib"] == 2.5 and rec["device"] == "cuda"  # GiB to 3 decimals
+
+
+def test_record_names_the_code_the_run_started_with(tmp_path, mnist_dir, monkeypatch):
+    """Provenance: HEAD may move while a long run trains; the record keeps the commit the
+    process started from and names the later one separately."""
+    monkeypatch.setattr(dl, "git_sha", lambda: "a" * 40)
+    tr = pinned(tmp_path, mnist_dir, max_steps=1)
+    monkeypatch.setattr(dl, "provenance", lambda: {"git_sha": "b" * 40, "packages": {}})
+    rec = tr.record(1.0, 0.5, False, 2.0)
+    assert rec["git_sha"] == "a" * 40 and rec["git_sha_at_end"] == "b" * 40
+    monkeypatch.setattr(dl, "provenance", lambda: {"git_sha": "a" * 40, "packages": {}})
+    assert "git_sha_at_end" not in tr.record(1.0, 0.5, False, 2.0)
