@@ -145,7 +145,7 @@ def ensemble_benchmarks(root: Path | None = None) -> pd.DataFrame:
         for r in steps:
             rows.append({
                 "record": path.stem, "device": rec.get("device_name", rec["device"]),
-                "git_sha": rec.get("git_sha", "")[:7], "teachers": r["teachers"],
+                "git_sha": (rec.get("git_sha") or "")[:7], "teachers": r["teachers"],
                 "adam_moments": r.get("moments", rec.get("moments", "float32")),
                 "compute": r.get("compute_dtype", rec.get("compute", "float32")),
                 "s_per_step": r["vectorised_s_per_step"],

@@ -277,7 +277,7 @@ class DataLensTrainer:
             "G": self.G.state_dict(), "g_opt": self.g_opt.state_dict(),
             "ensemble": self.ens.state_dict(), "accountant": self.acc.state_dict(),
             "gen_cpu": self.gen_cpu.get_state(), "gen_dev": self.gen_dev.get_state(),
-            "history": self.history,
+            "history": self.history, "git_sha_at_start": self.git_sha_at_start,
         }
         atomic_save(self.checkpoint_path, lambda tmp: torch.save(state, tmp))
 
@@ -296,6 +296,8 @@ class DataLensTrainer:
         self.gen_cpu.set_state(st["gen_cpu"])
         self.gen_dev.set_state(st["gen_dev"])
         self.history = st["history"]
+        # the commit the run started from (checkpoints before this key: the resuming one's)
+        self.git_sha_at_start = st.get("git_sha_at_start", self.git_sha_at_start)
         return True
 
     # ------------------------------------------------------------------ the whole run

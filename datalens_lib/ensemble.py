@@ -142,17 +142,19 @@ def adam_narrow_moments_(p: torch.Tensor, g: torch.Tensor, m: torch.Tensor, v: t
     """One Adam step (Kingma & Ba 2015, Alg. 1) on ``p`` with moments ``m``, ``v`` stored in a
     narrower dtype: widened to ``p``'s dtype, updated there, rounded back to their own dtype.
 
-    ``hyper`` = [lr / (1 - b1^t), b1, b2, eps, sqrt(1 - b2^t)] (a tensor, so that the step
-    number does not trigger recompilation). The arithmetic is that of PyTorch's fused CPU Adam
-    kernel: ``m = b1 m + (1 - b1) g``, ``v = b2 v + (1 - b2) g^2``,
+    ``hyper`` = [lr / (1 - b1^t), b1, b2, eps, sqrt(1 - b2^t), 1 - b1, 1 - b2] (a tensor, so
+    that the step number does not trigger recompilation; 1 - b computed in float64). The
+    arithmetic is that of PyTorch's fused CPU Adam kernel up to float rounding (a compiled loop
+    may contract multiply-adds differently): ``m = lerp(m, g, 1 - b1)``,
+    ``v = b2 v + (1 - b2) g^2``,
     ``p -= lr_t m / (sqrt(v) / sqrt(1 - b2^t) + eps)``. Compiled with ``torch.compile`` (see
     ``_adam_kernel``) this is one pass over p, g, m, v; run eagerly it is the same arithmetic
     in several passes.
     """
     h = hyper.to(p.dtype)
     gf = g.to(p.dtype)
-    mf = m.to(p.dtype) * h[1] + gf * (1 - h[1])
-    vf = v.to(p.dtype) * h[2] + gf * gf * (1 - h[2])
+    mf = torch.lerp(m.to(p.dtype), gf, h[5])
+    vf = v.to(p.dtype) * h[2] + h[6] * gf * gf
     p.sub_(h[0] * mf / (vf.sqrt() / h[4] + h[3]))
     m.copy_(mf)
     v.copy_(vf)
@@ -176,14 +178,35 @@ def _adam_kernel(device_type: str):
         probe = torch.zeros(4, device=device_type)
         narrow = torch.zeros(4, dtype=torch.bfloat16, device=device_type)
         fn(probe, probe.clone(), narrow, narrow.clone(),
-           torch.tensor([1e-3, 0.5, 0.999, 1e-8, 0.03], dtype=torch.float64,
-                        device=device_type))
+           adam_hyper(1e-3, 0.5, 0.999, 1e-8, 1, device_type))
     except Exception as err:  # noqa: BLE001 -- any compiler failure: run eagerly
         warnings.warn(f"torch.compile unavailable ({type(err).__name__}: {err}); the Adam "
                       "update with narrow moments runs eagerly (slower, same arithmetic)",
                       stacklevel=2)
         return adam_narrow_moments_
-    return fn
+
+    def kernel(*args: torch.Tensor) -> None:
+        """The compiled loop; a later compilation failure (another dtype combination)
+        falls back to the eager function for the rest of the process."""
+        nonlocal fn
+        try:
+            fn(*args)
+        except Exception as err:  # noqa: BLE001 -- compiler failure: arithmetic is the same
+            if fn is adam_narrow_moments_:
+                raise
+            warnings.warn(f"torch.compile failed ({type(err).__name__}); the Adam update "
+                          "runs eagerly from now on", stacklevel=2)
+            fn = adam_narrow_moments_
+            fn(*args)
+
+    return kernel
+
+
+def adam_hyper(lr: float, b1: float, b2: float, eps: float, step: int,
+               device: torch.device | str) -> torch.Tensor:
+    """``hyper`` of ``adam_narrow_moments_`` for Adam step ``step`` (1-based), in float64."""
+    return torch.tensor([lr / (1 - b1 ** step), b1, b2, eps, math.sqrt(1 - b2 ** step),
+                         1 - b1, 1 - b2], dtype=torch.float64, device=device)
 
 
 class StackedAdam:
@@ -220,9 +243,7 @@ class StackedAdam:
         names = list(grads)
         if self.moment_dtype != first.dtype or grads[names[0]].dtype != first.dtype:
             kernel = _adam_kernel(first.device.type)
-            hyper = torch.tensor([self.lr / (1 - b1 ** step), b1, b2, self.eps,
-                                  math.sqrt(1 - b2 ** step)], dtype=torch.float64,
-                                 device=first.device)
+            hyper = adam_hyper(self.lr, b1, b2, self.eps, step, first.device)
             for k in names:  # flat views: one compiled kernel for every tensor and chunk
                 kernel(params[k][sl].view(-1), grads[k].reshape(-1), self.m[k][sl].view(-1),
                        self.v[k][sl].view(-1), hyper)
@@ -303,8 +324,8 @@ class TeacherEnsemble:
         if self.compute_dtype != next(iter(out.values())).dtype:
             n = sl.stop - sl.start
             for k, v in out.items():
-                if k not in self._work:
-                    self._work[k] = torch.empty((self.chunk, *v.shape[1:]),
+                if k not in self._work or self._work[k].shape[0] < n:
+                    self._work[k] = torch.empty((max(self.chunk, n), *v.shape[1:]),
                                                 dtype=self.compute_dtype, device=v.device)
             out = {k: self._work[k][:n].copy_(v) for k, v in out.items()}
         if requires_grad:  # leaves sharing storage: Adam updates in place after autograd.grad

@@ -32,14 +32,19 @@ run_job() {
     "$DL" train --config "$cfg" --profile paper --out "$out" --resume --checkpoint-every 10 \
       "${sets[@]}"
   fi
-  echo "[queue] $cfg/$folder: evaluating ($epochs epochs)"
-  "$DL" evaluate "$out" --epochs "$epochs"
+  if [[ ! -f $out/eval-${epochs}ep.json ]]; then
+    echo "[queue] $cfg/$folder: evaluating ($epochs epochs; resumes from .eval-seed0.ckpt)"
+    "$DL" evaluate "$out" --epochs "$epochs"
+  fi
   mkdir -p "$dest"
   cp "$out/run.json" "$out/eval-${epochs}ep.json" "$dest/"
   echo "[queue] $cfg/$folder: records copied to $dest"
 }
 
 if [[ $# -gt 0 ]]; then
+  if ! [[ $1 =~ ^[0-9]+$ ]] || (( $1 < 1 || $1 > ${#JOBS[@]} )); then
+    echo "usage: $0 [JOB], JOB in 1..${#JOBS[@]}" >&2; exit 2
+  fi
   run_job "${JOBS[$(($1 - 1))]}"
 else
   for j in "${JOBS[@]}"; do run_job "$j"; done

@@ -212,3 +212,44 @@ def test_compute_dtype_is_validated():
     with pytest.raises(ValueError, match=r"compute_dtype must be the parameters' dtype "
                                          r"\(torch.float32\) or torch.bfloat16, got torch.float16"):
         TeacherEnsemble(2, 10, (1, 28, 28), compute_dtype=torch.float16)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_narrow_moment_kernel_is_pytorch_fused_adam(compiled, monkeypatch):
+    """With float32 moments the kernel must reproduce torch._fused_adam_ to float rounding
+    (b1 = 0.9, so a swapped b1 / 1 - b1 would show), eagerly and compiled."""
+    from datalens_lib import ensemble as en
+
+    if not compiled:
+        monkeypatch.setenv("DATALENS_COMPILE", "0")
+    en._adam_kernel.cache_clear()
+    kernel = en._adam_kernel("cpu")
+    en._adam_kernel.cache_clear()
+    gen = torch.Generator().manual_seed(0)
+    p = torch.randn(1000, generator=gen)
+    m, v = torch.randn(1000, generator=gen) * 0.1, torch.rand(1000, generator=gen) * 0.01
+    ref = [p.clone(), m.clone(), v.clone()]
+    for step in (1, 2, 7):
+        g = torch.randn(1000, generator=gen)
+        kernel(p, g, m, v, en.adam_hyper(1e-3, 0.9, 0.999, 1e-8, step, "cpu"))
+        torch._fused_adam_([ref[0]], [g.clone()], [ref[1]], [ref[2]], [],
+                           [torch.tensor(float(step))], lr=1e-3, beta1=0.9, beta2=0.999,
+                           weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+    for a, b in zip((p, m, v), ref, strict=True):  # compiled: multiply-adds may contract
+        torch.testing.assert_close(a, b, rtol=1e-5 if compiled else 2e-6, atol=1e-9)
+    assert not torch.equal(p, torch.randn(1000, generator=torch.Generator().manual_seed(0)))
+
+
+def test_bf16_compute_is_chunking_invariant():
+    """Each teacher's bfloat16 result does not depend on the chunk it shares buffers with."""
+    kw = dict(compute_dtype=torch.bfloat16)
+    a = TeacherEnsemble(5, 10, (1, 28, 28), chunk=2, generator=torch.Generator().manual_seed(4),
+                        **kw)
+    b = TeacherEnsemble(5, 10, (1, 28, 28), chunk=5, **kw)
+    b.load_state_dict(a.state_dict())  # the same teachers (initial draws follow the chunks)
+    torch.manual_seed(1)
+    xq, yq = torch.rand(6, 1, 28, 28), torch.randint(0, 10, (6,))
+    ga = torch.cat([a.query_gradients(sl, xq, yq) for sl in a.slices()], 1)
+    gb = torch.cat([b.query_gradients(sl, xq, yq) for sl in b.slices()], 1)
+    rel = (ga - gb).norm(dim=-1) / gb.norm(dim=-1)
+    assert rel.max() < 0.02, rel.max()
