@@ -172,7 +172,9 @@ def _adam_kernel(device_type: str):
         return adam_narrow_moments_
     # one graph per (dtypes of p, g, m, v) and for 1-element tensors (always specialised);
     # a process that builds ensembles of several kinds (the tests) needs more than the default 8
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+    cfg = torch._dynamo.config  # `recompile_limit` (older releases: `cache_size_limit`)
+    name = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
+    setattr(cfg, name, max(getattr(cfg, name), 64))
     try:
         fn = torch.compile(adam_narrow_moments_, dynamic=True, fullgraph=True)
         probe = torch.zeros(4, device=device_type)

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The ready queue of work for a lent GPU (device tool), run in order, so that a lent machine is
+# used at once and fully. Each finished item's records are packed into $OUT/records.tar as soon
+# as it ends (paths as they belong in the repo), so a call cut at its time limit still brings
+# back everything finished. Finished items are skipped: calling it again on the same warm
+# machine continues where it stopped (a paper cell cut mid-way restarts; it takes minutes).
+#
+# Here, before the call (once per session):
+#   git rev-parse HEAD > .git-sha; mkdir -p data/raw; cp -r ../shared/datasets/{mnist,fashion-mnist} data/raw/
+#   pip download dp-accounting and dm-tree wheels into .whl/ (device README; cp312 manylinux)
+# The call: run(command="bash scripts/gpu_queue.sh", carry=[".whl", "data/raw", ".git-sha"])
+# After it: tar -xf <files_at>/records.tar  (then review and commit)
+#
+# GPU_QUEUE_SECONDS (default 560): no new item starts after this many seconds of the call,
+# and a paper cell starts only if the last cell's duration still fits.
+set -uo pipefail
+. scripts/gpu_setup.sh || { echo "wheel install failed"; exit 1; }
+BUDGET=${GPU_QUEUE_SECONDS:-560}
+DL="python3 -m datalens_lib.cli"
+GPU=$(python3 -c "import torch; print(torch.cuda.get_device_name(0))" | tr -cs 'A-Za-z0-9' '-' \
+  | tr 'A-Z' 'a-z' | sed 's/-$//')   # e.g. nvidia-h100-80gb-hbm3
+STAGE=runs/gpu/stage                 # finished records, laid out as in the repo
+mkdir -p "$STAGE/benchmarks/results"
+CELL_SECONDS=${GPU_CELL_SECONDS:-300}  # estimate until a cell has been timed on this machine
+[ -f runs/gpu/cell_seconds ] && CELL_SECONDS=$(cat runs/gpu/cell_seconds)
+
+pack() { tar -cf "$OUT/records.tar.tmp" -C "$STAGE" . && mv "$OUT/records.tar.tmp" "$OUT/records.tar"; }
+left() { echo $((BUDGET - SECONDS)); }
+
+bench() {  # name, then bench_ensemble.py arguments
+  local name=$1; shift
+  local rec=$STAGE/benchmarks/results/ensemble-$GPU$name.json
+  [ -f "$rec" ] && return
+  (( $(left) > 60 )) || return
+  echo "[gpu-queue] bench$name ($(left) s left)"
+  timeout $(($(left) - 10)) python3 benchmarks/bench_ensemble.py --device cuda "$@" \
+    --record "runs/gpu/bench$name.json" && mv "runs/gpu/bench$name.json" "$rec" && pack
+}
+
+cell() {  # config, results folder, seed, then --set overrides
+  local cfg=$1 folder=$2 seed=$3; shift 3
+  local out=runs/gpu/$cfg/$folder dest=$STAGE/data/results/datalens/$cfg/$folder
+  [ -f "$dest/eval-600ep.json" ] && return
+  if (( $(left) < CELL_SECONDS )); then
+    echo "[gpu-queue] $cfg/$folder: skipped, $(left) s left < $CELL_SECONDS s per cell"; return
+  fi
+  echo "[gpu-queue] $cfg/$folder seed $seed ($(left) s left)"
+  local t0=$SECONDS sets=()
+  for kv in "$@"; do sets+=(--set "$kv"); done
+  rm -rf "$out"   # no checkpoints on the GPU (a 27 GB write per save): a cut cell restarts
+  $DL train --config "$cfg" --profile paper --out "$out" --device cuda --seed "$seed" \
+    --checkpoint-every 0 "${sets[@]}" 2>&1 | tr '\r' '\n' | grep -v "it/s\]$" | tail -3 || return
+  $DL evaluate "$out" --device cuda 2>&1 | tr '\r' '\n' | grep -v "it/s\]$" | tail -3 || return
+  mkdir -p "$dest" && cp "$out/run.json" "$out/eval-600ep.json" "$dest/" && pack
+  CELL_SECONDS=$((SECONDS - t0 + 15)); echo "$CELL_SECONDS" > runs/gpu/cell_seconds
+  echo "[gpu-queue] $cfg/$folder done in $((SECONDS - t0)) s"
+}
+
+# 1. Issue 9: the ensemble benchmark (float32 and the bfloat16 opt-in) and the chunk choice.
+bench "" --teachers 200 1000 4000 --chunk 1000 --profile-n 4000 --peak-n 4000
+bench "-bf16" --teachers 1000 4000 --chunk 1000 --compute bfloat16 --loop-max 0
+bench "-chunk4000" --teachers 4000 --chunk 4000 --loop-max 0
+# 2. Issue 12: more seeds of the four main cells (the committed `paper` folders are seed 0).
+for seed in 1 2; do
+  for cfg in mnist-eps1 fashion-mnist-eps1 mnist-eps10 fashion-mnist-eps10; do
+    cell "$cfg" "paper-seed$seed" "$seed" chunk=1000
+  done
+done
+echo "[gpu-queue] stopped after $SECONDS s; $(tar -tf "$OUT/records.tar" 2>/dev/null | grep -c json) records in records.tar"
