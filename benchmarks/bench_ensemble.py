@@ -38,6 +38,7 @@ os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from datalens_lib.datalens import set_cuda_precision  # noqa: E402
 from datalens_lib.ensemble import TeacherEnsemble  # noqa: E402
 from datalens_lib.models import DF_DIM, DFC_DIM, KERNEL, Discriminator  # noqa: E402
 from datalens_lib.provenance import (  # noqa: E402
@@ -97,6 +98,8 @@ def measure_peak(n_teachers: int, chunk: int, device: torch.device,
     """Build the paper-size ensemble, time one full step (after a warm-up step) and report the
     peak RSS. Run in a fresh process (see ``main``): peak RSS is a process's lifetime maximum,
     and freeing the paper-size ensemble in the timing process leaves its allocator slower."""
+    if device.type == "cuda":
+        set_cuda_precision()  # a spawned process starts with PyTorch's defaults
     moments = torch.bfloat16 if device.type == "cpu" else None
     ens = TeacherEnsemble(n_teachers, Y, SHAPE, chunk=chunk, device=device, moment_dtype=moments,
                           compute_dtype=compute)
@@ -118,11 +121,12 @@ def measure_peak(n_teachers: int, chunk: int, device: torch.device,
     return peak
 
 
-_CATEGORIES = (  # (category, substrings of profiler op names), first match wins
-    ("grouped convolutions", ("convolution",)),
-    ("batched GEMMs (linear layers)", ("bmm", "baddbmm", "aten::mm", "addmm")),
-    ("Adam update", ("compiled", "_fused_adam", "torch-compiled")),
-    ("copies and casts", ("copy_", "_to_copy", "clone", "contiguous")),
+_CATEGORIES = (  # (category, substrings of profiler op or kernel names), first match wins
+    ("grouped convolutions", ("convolution", "conv", "dgrad", "fprop", "wgrad")),
+    ("batched GEMMs (linear layers)", ("bmm", "baddbmm", "aten::mm", "addmm", "gemm")),
+    ("Adam update", ("compiled", "_fused_adam", "fusedadam", "triton_")),
+    ("copies and casts", ("copy_", "_to_copy", "clone", "contiguous", "tensortransform",
+                          "memcpy")),
 )
 
 
@@ -134,10 +138,15 @@ def profile_step(ens: TeacherEnsemble, data: tuple, device: torch.device) -> dic
     with profile(activities=acts) as prof:
         vectorised_step(ens, *data, 5)
         sync(device)
-    attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    # on CUDA only the device's own events (kernels, copies) count: an aten op's device time
+    # repeats its kernels', and the profiler's own buffer events are host time
+    cuda = device.type == "cuda"
+    attr = "self_device_time_total" if cuda else "self_cpu_time_total"
     shares: dict[str, float] = {}
     top = []
     for ev in prof.key_averages():
+        if cuda and ev.device_type != torch.autograd.DeviceType.CUDA:
+            continue
         t = getattr(ev, attr) / 1e6
         name = ev.key.lower()
         cat = next((c for c, keys in _CATEGORIES if any(k in name for k in keys)), "other")
@@ -212,14 +221,20 @@ def main() -> None:
     ap.add_argument("--peak-n", type=int, default=0, help="N for the peak-RSS measurement")
     ap.add_argument("--profile-n", type=int, nargs="*", default=[],
                     help="N (among --teachers) to profile one step of")
+    ap.add_argument("--conv-layout", choices=["channels_last", "contiguous"], default=None,
+                    help="memory format of the grouped convolutions (DATALENS_CONV_LAYOUT)")
     ap.add_argument("--record", type=Path, help="also write the figures to this JSON file")
     args = ap.parse_args()
+    if args.conv_layout:  # the environment: the --peak-n process (spawned) inherits it
+        os.environ["DATALENS_CONV_LAYOUT"] = args.conv_layout
     if args.chunk < 1 or min(args.teachers) < 1 or args.peak_n < 0:
         ap.error("--chunk and --teachers must be positive, --peak-n non-negative")
     if not set(args.profile_n) <= set(args.teachers):
         ap.error("--profile-n must be a subset of --teachers")
     rows: list[dict] = []
     device = torch.device(args.device)
+    if device.type == "cuda":
+        set_cuda_precision()  # as training does: TF32 only with DATALENS_TF32=1
     moments = torch.bfloat16 if args.moments == "bfloat16" else None
     compute = torch.bfloat16 if args.compute == "bfloat16" else None
     name = (torch.cuda.get_device_name(0) if device.type == "cuda"
@@ -272,7 +287,9 @@ def main() -> None:
         atomic_write_json(args.record, {
             "benchmark": "bench_ensemble", "date": datetime.datetime.now(datetime.UTC).isoformat(),
             "device": str(device), "device_name": name, "batch": B, "chunk": args.chunk,
-            "moments": args.moments, "compute": args.compute, "threads": torch.get_num_threads(),
+            "moments": args.moments, "compute": args.compute,
+            "conv_layout": os.environ.get("DATALENS_CONV_LAYOUT", "channels_last"),
+            "threads": torch.get_num_threads(),
             "flops_per_teacher_step": flops, "machine": limits, "steps": rows, "peak": peak,
             **provenance()})
         print(f"wrote {args.record}")

@@ -106,6 +106,18 @@ def committed_match(config: str, overrides: dict[str, Any] | None = None,
     return None
 
 
+def compute_label(rec: dict[str, Any]) -> str:
+    """The teachers' compute precision of a run record: its ``compute_dtype``, with "(TF32
+    convs)" for CUDA runs whose cuDNN convolutions ran in TF32 -- PyTorch's default, and so
+    every CUDA record written before ``hardware.cuda_tf32`` was recorded."""
+    label = rec["config"].get("compute_dtype", "float32")
+    hw = rec.get("hardware", {})
+    if str(rec.get("device", "")).startswith("cuda") and label == "float32":
+        if hw.get("cuda_tf32", {"cudnn_convolutions": True})["cudnn_convolutions"]:
+            label += " (TF32 convs)"
+    return label
+
+
 def committed_runs_table(root: Path | None = None) -> pd.DataFrame:
     """Every committed run, one row each, with where it ran and how it was evaluated: the
     same paper setting may have been run on a GPU and on a CPU (with bfloat16 Adam moments)."""
@@ -117,7 +129,7 @@ def committed_runs_table(root: Path | None = None) -> pd.DataFrame:
             "config": s["config"], "folder": Path(s["run_dir"]).name, "profile": s["profile"],
             "device": hw.get("gpu") or f"{hw.get('cpu', 'CPU')}, {hw.get('cores', '?')} cores",
             "adam_moments": rec["config"]["moment_dtype"],
-            "compute": rec["config"].get("compute_dtype", "float32"), "steps": s["steps"],
+            "compute": compute_label(rec), "steps": s["steps"],
             "train_hours": s["train_seconds"] / 3600, "s_per_step": s["seconds_per_step"],
             "eval_epochs": s.get("eval_epochs"), "ours": s.get("acc_paper"),
             "ours_clean": s.get("acc_clean"), "dataset": s["dataset"], "epsilon": s["epsilon"]})
@@ -152,6 +164,18 @@ def ensemble_benchmarks(root: Path | None = None) -> pd.DataFrame:
                 "ms_per_teacher": 1000 * r["vectorised_s_per_step"] / r["teachers"],
                 "speed_up_vs_loop": r.get("speed_up")})
     return pd.DataFrame(rows)
+
+
+def benchmark_runs(root: Path | None = None) -> list[dict[str, Any]]:
+    """Run records kept in ``benchmarks/results/`` as timing records (``"benchmark":
+    "paper_run"``): complete trainings whose samples were never evaluated, e.g. a lent GPU's
+    time ran out during the evaluation. Their seconds per step count; they are no result."""
+    out = []
+    for path in sorted((root or BENCH_DIR).glob("*.json")):
+        rec = json.loads(path.read_text())
+        if rec.get("benchmark") == "paper_run":
+            out.append({**rec, "record": path.stem})
+    return out
 
 
 def linear_fit(x, y) -> dict[str, float]:

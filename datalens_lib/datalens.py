@@ -24,6 +24,7 @@ A run is complete when ``run.json`` says ``"status": "complete"``; it is written
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,12 +47,25 @@ from .provenance import atomic_save, atomic_write_json, git_sha, peak_rss_gib, p
 def resolve_device(device: str = "auto") -> torch.device:
     """``auto`` picks CUDA when available, else CPU; ``cuda`` fails clearly without a GPU."""
     if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and torch.cuda.is_available():
+        set_cuda_precision()
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError("device 'cuda' was asked for but torch sees no GPU")
     if device != "cpu" and not device.startswith("cuda"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
     return torch.device(device)
+
+
+def set_cuda_precision() -> bool:
+    """Full float32 on CUDA unless ``DATALENS_TF32=1``: PyTorch lets cuDNN run float32
+    convolutions in TF32 (10-bit mantissa) by default, a speed trick that can change results,
+    so here it is opt-in. Returns whether TF32 is on; every record's ``hardware.cuda_tf32``
+    says which (records without it ran cuDNN convolutions in TF32, PyTorch's default)."""
+    tf32 = os.environ.get("DATALENS_TF32", "0") == "1"
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    return tf32
 
 
 def ensemble_state_bytes(cfg: TrainConfig, shape: tuple[int, int, int], y_dim: int) -> int:
@@ -284,7 +298,10 @@ class DataLensTrainer:
     def load_checkpoint(self) -> bool:
         if not self.checkpoint_path.exists():
             return False
-        st = torch.load(self.checkpoint_path, map_location=self.device, weights_only=True)
+        # memory-mapped on the CPU: the tensors are copied into the trainer's own (on its
+        # device), so the paper-size ensemble (18 GB on CPU) is never held twice, and the
+        # generators' states stay CPU byte tensors, as ``Generator.set_state`` requires
+        st = torch.load(self.checkpoint_path, map_location="cpu", weights_only=True, mmap=True)
         if (TrainConfig.from_dict(st["config"]) != self.cfg or st["seed"] != self.seed):
             raise ValueError(f"{self.checkpoint_path} was written by a different config or "
                              "seed; use another --out or delete it")

@@ -69,6 +69,18 @@ def _label_maps(w_y: torch.Tensor, hw: tuple[int, int]) -> torch.Tensor:
     return maps.reshape(n, y_dim, -1)
 
 
+def conv_memory_format() -> torch.memory_format:
+    """Memory format of the grouped convolutions: channels-last by default (oneDNN on CPU:
+    ~3x faster forward, 1.5x backward on these shapes, ``benchmarks/README.md``);
+    ``DATALENS_CONV_LAYOUT=contiguous`` selects NCHW, e.g. to measure cuDNN's choice on a GPU
+    (``bench_ensemble.py --conv-layout``). Either gives the same numbers up to float rounding."""
+    layout = os.environ.get("DATALENS_CONV_LAYOUT", "channels_last")
+    if layout not in ("channels_last", "contiguous"):
+        raise ValueError(f"DATALENS_CONV_LAYOUT must be channels_last or contiguous, got "
+                         f"{layout!r}")
+    return torch.channels_last if layout == "channels_last" else torch.contiguous_format
+
+
 def _grouped_conv(x: torch.Tensor, w_x: torch.Tensor, w_y: torch.Tensor, b: torch.Tensor,
                   onehot: torch.Tensor) -> torch.Tensor:
     """x [B, n, c_in, H, W] -> conv of cat(x, onehot(y)) with per-teacher kernels split into
@@ -77,7 +89,7 @@ def _grouped_conv(x: torch.Tensor, w_x: torch.Tensor, w_y: torch.Tensor, b: torc
     bsz, n, c_in = x.shape[:3]
     co = w_x.shape[1]
     hw = x.shape[-2:]
-    cl = torch.channels_last  # oneDNN grouped conv: ~3x faster forward, 1.5x backward
+    cl = conv_memory_format()
     h = F.conv2d(same_pad(x.reshape(bsz, n * c_in, *hw)).contiguous(memory_format=cl),
                  w_x.reshape(n * co, c_in, KERNEL, KERNEL).contiguous(memory_format=cl),
                  stride=2, groups=n)
@@ -263,8 +275,18 @@ class StackedAdam:
         return {"m": self.m, "v": self.v}
 
     def load_state_dict(self, state: dict) -> None:
-        self.m = {k: t.to(self.moment_dtype) for k, t in state["m"].items()}
-        self.v = {k: t.to(self.moment_dtype) for k, t in state["v"].items()}
+        """Copy the saved moments into the existing buffers (converting dtype and device), so
+        that resuming a paper-size run from a memory-mapped checkpoint needs no second copy
+        of the ensemble in memory."""
+        for mine, saved in ((self.m, state["m"]), (self.v, state["v"])):
+            if set(saved) != set(mine):
+                raise ValueError(f"Adam state has tensors {sorted(saved)}, expected "
+                                 f"{sorted(mine)}")
+            for k, t in saved.items():
+                if t.shape != mine[k].shape:
+                    raise ValueError(f"Adam state {k!r} has shape {tuple(t.shape)}, expected "
+                                     f"{tuple(mine[k].shape)}")
+                mine[k].copy_(t)
 
 
 class TeacherEnsemble:
@@ -371,6 +393,10 @@ class TeacherEnsemble:
         return {"params": self.params, "adam": self.adam.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
+        """In place (see ``StackedAdam.load_state_dict``)."""
+        if set(state["params"]) != set(self.params):
+            raise ValueError(f"ensemble state has parameters {sorted(state['params'])}, "
+                             f"expected {sorted(self.params)}")
         for k, v in state["params"].items():
             self.params[k].copy_(v)
         self.adam.load_state_dict(state["adam"])

@@ -101,7 +101,9 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     ckpt = Path(checkpoint) if checkpoint is not None else None
     times: list[float] = []  # cumulative training seconds after each epoch
     if ckpt is not None and ckpt.exists():
-        st = torch.load(ckpt, map_location=device, weights_only=True)
+        # on the CPU: RNG states must be CPU byte tensors; model and optimiser states are
+        # moved to the model's device by their load_state_dict
+        st = torch.load(ckpt, map_location="cpu", weights_only=True)
         if st["args"] == key:
             accs = list(st["accs"])
             times = list(st["times"])

@@ -16,8 +16,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def git_sha() -> str | None:
-    """HEAD of this checkout (``-dirty`` if tracked files changed), else ``$DATALENS_GIT_SHA``
-    (set by scripts/gpu_setup.sh on machines that receive the tree without ``.git``)."""
+    """``$DATALENS_GIT_SHA`` where set (scripts/gpu_setup.sh sets it from the ``.git-sha``
+    written here before a lent machine's call: that machine's copy of ``.git`` can name an
+    older commit than the tree it receives), else HEAD of this checkout (``-dirty`` if tracked
+    files changed), else None."""
+    if os.environ.get("DATALENS_GIT_SHA"):
+        return os.environ["DATALENS_GIT_SHA"]
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                              text=True, timeout=10)
@@ -26,9 +30,9 @@ def git_sha() -> str | None:
                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
         if sha and dirty.stdout.strip():
             sha += "-dirty"
-        return sha or os.environ.get("DATALENS_GIT_SHA")
+        return sha
     except (OSError, subprocess.SubprocessError):
-        return os.environ.get("DATALENS_GIT_SHA")
+        return None
 
 
 def package_versions() -> dict[str, str | None]:
@@ -63,6 +67,8 @@ def hardware() -> dict[str, Any]:
         pass
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
+        info["cuda_tf32"] = {"cudnn_convolutions": torch.backends.cudnn.allow_tf32,
+                             "matmul": torch.backends.cuda.matmul.allow_tf32}
     return info
 
 

@@ -81,6 +81,12 @@ for r in book.committed_runs():
                      "device": r["hardware"].get("gpu") or r["hardware"].get("cpu"),
                      "teachers": r["teachers"], "s_per_step": r["seconds_per_step"],
                      "what": "full step"})
+for r in book.benchmark_runs():
+    if r["config"]["dataset"] == "mnist" and r["config"]["epsilon"] == 1.0:
+        side.append({"source": f"timing run {r['record']}",
+                     "device": r["hardware"].get("gpu") or r["hardware"].get("cpu"),
+                     "teachers": r["teachers"], "s_per_step": r["timings"]["seconds_per_step"],
+                     "what": "full step"})
 bench = book.ensemble_benchmarks()
 for r in (bench[bench.teachers == 4000].itertuples() if len(bench) else []):
     side.append({"source": f"benchmark {r.record} ({r.git_sha})", "device": r.device,

@@ -21,7 +21,7 @@ GPU=$(python3 -c "import torch; print(torch.cuda.get_device_name(0))" | tr -cs '
   | tr 'A-Z' 'a-z' | sed 's/-$//')   # e.g. nvidia-h100-80gb-hbm3
 STAGE=runs/gpu/stage                 # finished records, laid out as in the repo
 mkdir -p "$STAGE/benchmarks/results"
-CELL_SECONDS=${GPU_CELL_SECONDS:-300}  # estimate until a cell has been timed on this machine
+CELL_SECONDS=${GPU_CELL_SECONDS:-360}  # estimate until a cell has been timed on this machine
 [ -f runs/gpu/cell_seconds ] && CELL_SECONDS=$(cat runs/gpu/cell_seconds)
 
 pack() { tar -cf "$OUT/records.tar.tmp" -C "$STAGE" . && mv "$OUT/records.tar.tmp" "$OUT/records.tar"; }
@@ -30,7 +30,7 @@ left() { echo $((BUDGET - SECONDS)); }
 bench() {  # name, then bench_ensemble.py arguments
   local name=$1; shift
   local rec=$STAGE/benchmarks/results/ensemble-$GPU$name.json
-  [ -f "$rec" ] && return
+  [[ -f $rec || -f benchmarks/results/ensemble-$GPU$name.json ]] && return  # done or committed
   (( $(left) > 60 )) || return
   echo "[gpu-queue] bench$name ($(left) s left)"
   timeout $(($(left) - 10)) python3 benchmarks/bench_ensemble.py --device cuda "$@" \
@@ -40,23 +40,27 @@ bench() {  # name, then bench_ensemble.py arguments
 cell() {  # config, results folder, seed, then --set overrides
   local cfg=$1 folder=$2 seed=$3; shift 3
   local out=runs/gpu/$cfg/$folder dest=$STAGE/data/results/datalens/$cfg/$folder
-  [ -f "$dest/eval-600ep.json" ] && return
+  [[ -f $dest/eval-600ep.json || -f data/results/datalens/$cfg/$folder/eval-600ep.json ]] && return
   if (( $(left) < CELL_SECONDS )); then
     echo "[gpu-queue] $cfg/$folder: skipped, $(left) s left < $CELL_SECONDS s per cell"; return
   fi
   echo "[gpu-queue] $cfg/$folder seed $seed ($(left) s left)"
   local t0=$SECONDS sets=()
   for kv in "$@"; do sets+=(--set "$kv"); done
-  rm -rf "$out"   # no checkpoints on the GPU (a 27 GB write per save): a cut cell restarts
-  $DL train --config "$cfg" --profile paper --out "$out" --device cuda --seed "$seed" \
-    --checkpoint-every 0 "${sets[@]}" 2>&1 | tr '\r' '\n' | grep -v "it/s\]$" | tail -3 || return
+  if ! grep -qs '"status": "complete"' "$out/run.json"; then
+    rm -rf "$out"  # no training checkpoints on a GPU (27 GB per save): a cut training restarts
+    $DL train --config "$cfg" --profile paper --out "$out" --device cuda --seed "$seed" \
+      --checkpoint-every 0 "${sets[@]}" 2>&1 | tr '\r' '\n' | grep -v "it/s\]$" | tail -3 || return
+  fi  # the evaluation resumes from its own checkpoint (every 10 epochs)
   $DL evaluate "$out" --device cuda 2>&1 | tr '\r' '\n' | grep -v "it/s\]$" | tail -3 || return
   mkdir -p "$dest" && cp "$out/run.json" "$out/eval-600ep.json" "$dest/" && pack
   CELL_SECONDS=$((SECONDS - t0 + 15)); echo "$CELL_SECONDS" > runs/gpu/cell_seconds
   echo "[gpu-queue] $cfg/$folder done in $((SECONDS - t0)) s"
 }
 
-# 1. Issue 9: the ensemble benchmark (float32 and the bfloat16 opt-in) and the chunk choice.
+# 1. Issue 9: the ensemble benchmark (float32 and the bfloat16 opt-in), the chunk choice and
+#    cuDNN's layout (the committed H100 profile shows NHWC<->NCHW transform kernels).
+bench "-nchw" --teachers 1000 4000 --chunk 1000 --loop-max 0 --conv-layout contiguous
 bench "" --teachers 200 1000 4000 --chunk 1000 --profile-n 4000 --peak-n 4000
 bench "-bf16" --teachers 1000 4000 --chunk 1000 --compute bfloat16 --loop-max 0
 bench "-chunk4000" --teachers 4000 --chunk 4000 --loop-max 0

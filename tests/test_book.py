@@ -170,3 +170,22 @@ def test_ensemble_benchmarks_reads_steps_and_the_paper_size_row(tmp_path):
     assert t["speed_up_vs_loop"].iloc[0] == 3.5 and pd.isna(t["speed_up_vs_loop"].iloc[1])
     assert t["device"].iloc[0] == "Some CPU" and t["git_sha"].iloc[0] == "abcdef0"
     assert t["device"].iloc[3] == "cpu"  # old records without a device name
+
+
+def test_compute_label_names_tf32_on_cuda_runs():
+    """CUDA runs without a recorded TF32 state ran cuDNN convolutions in TF32 (PyTorch's
+    default); CPU runs and runs with TF32 off are plain float32."""
+    cfg = {"compute_dtype": "float32"}
+    assert book.compute_label({"config": cfg, "device": "cuda", "hardware": {}}) == \
+        "float32 (TF32 convs)"
+    off = {"cuda_tf32": {"cudnn_convolutions": False, "matmul": False}}
+    assert book.compute_label({"config": cfg, "device": "cuda", "hardware": off}) == "float32"
+    assert book.compute_label({"config": cfg, "device": "cpu", "hardware": {}}) == "float32"
+    assert book.compute_label({"config": {"compute_dtype": "bfloat16"}, "device": "cuda",
+                               "hardware": {}}) == "bfloat16"
+
+
+def test_benchmark_runs_are_only_paper_run_records(tmp_path):
+    (tmp_path / "a.json").write_text(json.dumps({"benchmark": "paper_run", "teachers": 4}))
+    (tmp_path / "b.json").write_text(json.dumps({"benchmark": "bench_ensemble"}))
+    assert [r["record"] for r in book.benchmark_runs(tmp_path)] == ["a"]

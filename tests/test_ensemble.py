@@ -115,6 +115,32 @@ def test_adam_updates_only_its_slice_and_state_roundtrips():
     assert torch.equal(b.m["w"], a.m["w"]) and torch.equal(b.v["w"], a.v["w"])
 
 
+def test_state_loads_in_place_and_checks_layout(tmp_path):
+    """Resuming copies into the existing buffers (a memory-mapped paper-size checkpoint is
+    never held twice) and refuses a state of another layout."""
+    a = TeacherEnsemble(3, 10, (1, 28, 28), chunk=2, moment_dtype=torch.bfloat16,
+                        generator=torch.Generator().manual_seed(0))
+    x = torch.rand(3, 2, 1, 28, 28)
+    for sl in a.slices():
+        a.train_step(sl, x[sl], x[sl].flip(-1), torch.randint(0, 10, (3, 2))[sl], 1)
+    torch.save(a.state_dict(), tmp_path / "s.pt")
+    b = TeacherEnsemble(3, 10, (1, 28, 28), chunk=2, moment_dtype=torch.bfloat16,
+                        generator=torch.Generator().manual_seed(1))
+    ptrs = [t.data_ptr() for d in (b.params, b.adam.m, b.adam.v) for t in d.values()]
+    b.load_state_dict(torch.load(tmp_path / "s.pt", mmap=True, weights_only=True))
+    assert ptrs == [t.data_ptr() for d in (b.params, b.adam.m, b.adam.v) for t in d.values()]
+    for k in a.params:
+        assert torch.equal(a.params[k], b.params[k]) and torch.equal(a.adam.v[k], b.adam.v[k])
+    small = TeacherEnsemble(2, 10, (1, 28, 28), chunk=2)
+    with pytest.raises(RuntimeError):  # 3 teachers into 2
+        small.load_state_dict(a.state_dict())
+    with pytest.raises(ValueError, match="shape"):
+        small.adam.load_state_dict(a.adam.state_dict())
+    bad = {"m": {"w": torch.zeros(1)}, "v": {"w": torch.zeros(1)}}
+    with pytest.raises(ValueError, match="^Adam state has tensors"):
+        small.adam.load_state_dict(bad)
+
+
 def test_ensemble_state_roundtrip_and_layout():
     a = TeacherEnsemble(3, 10, (1, 28, 28), chunk=2, generator=torch.Generator().manual_seed(0))
     b = TeacherEnsemble(3, 10, (1, 28, 28), chunk=2, generator=torch.Generator().manual_seed(1))
@@ -253,3 +279,24 @@ def test_bf16_compute_is_chunking_invariant():
     gb = torch.cat([b.query_gradients(sl, xq, yq) for sl in b.slices()], 1)
     rel = (ga - gb).norm(dim=-1) / gb.norm(dim=-1)
     assert rel.max() < 0.02, rel.max()
+
+
+def test_conv_layout_gives_the_same_numbers_and_is_validated(monkeypatch):
+    """The grouped convolutions' memory format (a speed choice) leaves the result unchanged up
+    to float rounding; an unknown layout is refused."""
+    x = torch.rand(3, 4, 1, 28, 28)
+    y = torch.randint(0, 10, (3, 4))
+    outs = []
+    for layout in ("channels_last", "contiguous"):
+        monkeypatch.setenv("DATALENS_CONV_LAYOUT", layout)
+        ens = TeacherEnsemble(3, 10, (1, 28, 28), chunk=3,
+                              generator=torch.Generator().manual_seed(0))
+        loss = ens.train_step(slice(0, 3), x, x.flip(-1), y, 1)
+        outs.append((loss, ens.query_gradients(slice(0, 3), x[0], y[0])))
+    assert torch.allclose(outs[0][0], outs[1][0], rtol=1e-5)
+    assert torch.allclose(outs[0][1], outs[1][1], rtol=1e-4, atol=1e-7)
+    assert outs[0][1].abs().max() > 1e-4
+    monkeypatch.setenv("DATALENS_CONV_LAYOUT", "nhwc")
+    with pytest.raises(ValueError, match="^DATALENS_CONV_LAYOUT must be"):
+        TeacherEnsemble(3, 10, (1, 28, 28), chunk=3).train_step(
+            slice(0, 3), x, x.flip(-1), y, 1)

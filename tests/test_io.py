@@ -163,13 +163,27 @@ def test_run_all_passes_profile_and_seed_to_every_notebook(monkeypatch):
     assert {s[1]["seed"] for s in seen} == {0}
 
 
-def test_git_sha_marks_a_dirty_tree_and_falls_back_to_env(monkeypatch):
+def test_git_sha_prefers_the_env_and_marks_a_dirty_tree(monkeypatch, tmp_path):
     monkeypatch.setenv("DATALENS_GIT_SHA", "feedface")
+    assert provenance.git_sha() == "feedface"  # a lent machine's .git can be stale
+    monkeypatch.delenv("DATALENS_GIT_SHA")
     sha = provenance.git_sha()
-    assert sha is not None and (sha == "feedface" or len(sha.split("-")[0]) == 40)
-    monkeypatch.setattr(provenance, "REPO_ROOT", provenance.REPO_ROOT / "no-such-dir")
-    assert provenance.git_sha() == "feedface"
-    assert os.environ["DATALENS_GIT_SHA"] == "feedface"
+    assert sha is not None and len(sha.split("-")[0]) == 40
+    import subprocess
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "f").write_text("a")
+    subprocess.run([*git, "add", "f"], check=True)
+    subprocess.run([*git, "commit", "-qm", "m"], check=True)
+    monkeypatch.setattr(provenance, "REPO_ROOT", repo)
+    clean = provenance.git_sha()
+    assert clean is not None and len(clean) == 40
+    (repo / "f").write_text("b")
+    assert provenance.git_sha() == clean + "-dirty"
+    monkeypatch.setattr(provenance, "REPO_ROOT", tmp_path / "no-such-dir")
+    assert provenance.git_sha() is None
 
 
 def test_runner_executes_into_a_hidden_partial_file_in_the_output_folder(tmp_path,
@@ -225,3 +239,19 @@ def test_best_ranks_unknown_profiles_last():
     custom = {"profile": "custom", "created": "2026-09-01T00:00:00+00:00"}
     smoke = {"profile": "smoke", "created": "2026-01-01T00:00:00+00:00"}
     assert store.best([custom, smoke]) is smoke
+
+
+def test_cuda_precision_is_full_float32_unless_opted_in(monkeypatch):
+    import torch
+
+    from datalens_lib.datalens import set_cuda_precision
+    before = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    try:
+        monkeypatch.delenv("DATALENS_TF32", raising=False)
+        torch.backends.cudnn.allow_tf32 = True
+        assert set_cuda_precision() is False
+        assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+        monkeypatch.setenv("DATALENS_TF32", "1")
+        assert set_cuda_precision() is True and torch.backends.cudnn.allow_tf32
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = before
