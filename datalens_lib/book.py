@@ -16,7 +16,6 @@ import pandas as pd
 
 from .config import TrainConfig, available_configs, load_config
 from .data import DatasetNotFoundError, get_spec, resolve_dataset_dir
-from .datalens import DataLensTrainer
 from .evaluate import evaluate_samples, schedule_sensitivity
 from .privacy import topagg_sigma_for_queries
 from .provenance import REPO_ROOT, atomic_write_json
@@ -35,36 +34,47 @@ def smoke_overrides(config: str, epsilon: float) -> dict[str, Any]:
             "sigma": topagg_sigma_for_queries(SMOKE_QUERIES, epsilon, cfg.k, cfg.delta)}
 
 
+# DataLens records written before the harness named their DP guarantee
+_DATALENS_GUARANTEE = ("epsilon under paper, rdp and pld (data-independent conversions of the "
+                       "same ledger); data_dependent is not a DP release")
+
+
 def _summary(run_dir: Path, rec: dict[str, Any], ev: dict[str, Any] | None) -> dict[str, Any]:
     cfg = rec["config"]
-    out = {"run_dir": str(run_dir), "dataset": cfg["dataset"], "epsilon": rec["target_epsilon"],
+    out = {"run_dir": str(run_dir), "method": rec.get("method", "datalens"),
+           "dataset": cfg["dataset"], "epsilon": rec["target_epsilon"],
            "profile": rec["profile"], "seed": rec["seed"], "steps": rec["steps"],
-           "queries": rec["queries"], "k": cfg["k"], "sigma": cfg["sigma"],
-           "beta": cfg["beta"], "teachers": cfg["teachers"],
+           "queries": rec.get("queries"), "k": cfg.get("k"), "sigma": cfg.get("sigma"),
+           "beta": cfg.get("beta"), "teachers": cfg.get("teachers"),
            "epsilon_spent": rec["epsilon"], "train_seconds": rec["timings"]["train_seconds"],
            "seconds_per_step": rec["timings"]["seconds_per_step"], "device": rec["device"],
-           "hardware": rec["hardware"], "history": rec["history"], "git_sha": rec["git_sha"]}
+           "hardware": rec["hardware"], "history": rec["history"], "git_sha": rec["git_sha"],
+           "dp_guarantee": rec.get("privacy", {}).get("dp_guarantee") or (
+               _DATALENS_GUARANTEE if rec.get("method", "datalens") == "datalens" else None)}
     if ev is not None:
         out.update({"acc_paper": ev["paper"], "acc_clean": ev["clean"],
                     "eval_epochs": ev["epochs"], "eval_seconds": ev.get("seconds")})
     return out
 
 
-def run_datalens(config: str, profile: str = "smoke", *, seed: int = 0,
-                 overrides: dict[str, Any] | None = None, runs_root: Path | None = None,
-                 device: str = "auto", evaluate: bool = True,
-                 progress: bool = False) -> dict[str, Any]:
-    """Train (or reuse) one DataLens run and evaluate its samples; returns a summary."""
-    overrides = dict(overrides or {})
-    cfg = load_config(config, profile, **overrides)
-    run_dir = (runs_root or RUNS_ROOT) / config / (
-        f"{profile}-{params_hash({'config': cfg.to_dict(), 'seed': seed})}")
+def run_method(method: str, config: str, profile: str = "smoke", *, seed: int = 0,
+               overrides: dict[str, Any] | None = None, runs_root: Path | None = None,
+               device: str = "auto", evaluate: bool = True,
+               progress: bool = False) -> dict[str, Any]:
+    """Train (or reuse) one run of a registered method and evaluate its samples; returns a
+    summary. Cached under ``runs/book/[<method>/]<config>/<profile>-<hash>/``."""
+    from .methods import method_class
+    from .methods.harness import Run
+
+    cfg = load_config(config, profile, method=method, **dict(overrides or {}))
+    root = (runs_root or RUNS_ROOT) / ("" if method == "datalens" else method)
+    run_dir = root / config / f"{profile}-{params_hash({'config': cfg.to_dict(), 'seed': seed})}"
     run_json = run_dir / "run.json"
     if run_json.exists():
         rec = json.loads(run_json.read_text())
     else:
-        rec = DataLensTrainer(cfg, run_dir, seed=seed, device=device, progress=progress,
-                              checkpoint_every=10, profile=profile).run(resume=True)
+        m = method_class(method)(cfg, seed=seed, device=device, profile=profile)
+        rec = Run(m, run_dir, checkpoint_every=10, progress=progress).run(resume=True)
     ev = None
     if evaluate:
         ev_path = run_dir / f"eval-{cfg.eval_epochs}ep.json"
@@ -79,15 +89,72 @@ def run_datalens(config: str, profile: str = "smoke", *, seed: int = 0,
     return _summary(run_dir, rec, ev)
 
 
-def committed_runs(root: Path | None = None) -> list[dict[str, Any]]:
-    """Summaries of the committed runs in ``data/results/datalens/<config>/<profile>/``."""
+def run_datalens(config: str, profile: str = "smoke", *, seed: int = 0,
+                 overrides: dict[str, Any] | None = None, runs_root: Path | None = None,
+                 device: str = "auto", evaluate: bool = True,
+                 progress: bool = False) -> dict[str, Any]:
+    """Train (or reuse) one DataLens run and evaluate its samples; returns a summary."""
+    return run_method("datalens", config, profile, seed=seed, overrides=overrides,
+                      runs_root=runs_root, device=device, evaluate=evaluate, progress=progress)
+
+
+def committed_runs(root: Path | None = None, method: str = "datalens") -> list[dict[str, Any]]:
+    """Summaries of the committed runs in ``data/results/<method>/<config>/<folder>/``."""
     out = []
-    for run_json in sorted(((root or RESULTS_DIR) / "datalens").glob("*/*/run.json")):
+    for run_json in sorted(((root or RESULTS_DIR) / method).glob("*/*/run.json")):
         rec = json.loads(run_json.read_text())
         s = _summary(run_json.parent, rec, latest_eval(run_json.parent))
         s["config"] = run_json.parent.parent.name
         out.append(s)
     return out
+
+
+#: the paper's method names (``data/paper/tab_image.csv``) -> our registry keys
+PAPER_METHODS = {"DataLens": "datalens", "DC-GAN": "dcgan", "G-PATE": "gpate",
+                 "DP-GAN": "dpgan", "PATE-GAN": "pategan", "GS-WGAN": "gswgan"}
+
+
+def method_config(dataset: str, epsilon: str | float) -> str:
+    """Config name of a ``tab:image`` cell: ``<dataset>-eps<e>``, ``epsinf`` for ε = ∞."""
+    e = str(epsilon)
+    return f"{dataset}-eps{'inf' if e == 'inf' else f'{float(e):g}'}"
+
+
+def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] | None = None,
+                  device: str = "auto") -> pd.DataFrame:
+    """Every method cell of ``tab:image`` for ``datasets``: the paper's value beside ours
+    (the largest of this profile's run and the committed runs of that config), the profile
+    shown, and which ledger is the DP guarantee; cells of methods not implemented yet, or
+    needing data, say so."""
+    from .methods import METHODS
+
+    rows = []
+    paper = paper_table("tab_image.csv")
+    for r in paper.itertuples():
+        if datasets is not None and r.dataset not in datasets:
+            continue
+        key = PAPER_METHODS.get(r.method)
+        config = method_config(r.dataset, r.epsilon)
+        row = {"method": r.method, "dataset": r.dataset, "epsilon": str(r.epsilon),
+               "paper": float(r.value), "profile": "-", "ours": None, "ours_clean": None,
+               "dp_guarantee": None, "status": "ok"}
+        need = data_status(r.dataset)
+        if key not in METHODS:
+            row["status"] = "not implemented yet"
+        elif need:
+            row["status"] = need
+        elif config not in available_configs(key):
+            row["status"] = f"no {key} config {config}"
+        else:
+            mine = run_method(key, config, profile, seed=seed, device=device)
+            committed = [c for c in committed_runs(method=key) if c["config"] == config
+                         and c.get("acc_paper") is not None]
+            shown = best_of(mine, *committed)
+            row.update({"profile": shown["profile"], "ours": shown.get("acc_paper"),
+                        "ours_clean": shown.get("acc_clean"),
+                        "dp_guarantee": shown.get("dp_guarantee")})
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def committed_match(config: str, overrides: dict[str, Any] | None = None,

@@ -4,7 +4,8 @@ Subcommands:
   data list | check [NAME...] | fetch NAME [--dest DIR]
   privacy --k K --sigma S --delta D (--epsilon E | --queries T) [--json]
   privacy --k K --delta D --epsilon E --queries T [--json]   (sigma for a target)
-  train --config NAME --profile smoke|cpu|paper --out DIR [--resume] [--device auto|cpu|cuda]
+  train [--method datalens|dcgan] --config NAME --profile smoke|cpu|paper --out DIR
+        [--resume] [--device auto|cpu|cuda] [--seed S] [--set KEY=VALUE]...
   evaluate RUN_DIR [--protocol paper|clean] [--epochs N] [--device ...]
   results [--json]        committed DataLens runs beside the paper's tab:image numbers
   run NOTEBOOK [-p KEY VALUE]... [--force]      execute one notebook with papermill
@@ -96,22 +97,25 @@ def _cmd_privacy(args: argparse.Namespace) -> int:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from .config import load_config
-    from .datalens import DataLensTrainer
+    from .methods import method_class
+    from .methods.harness import Run
 
     overrides = {}
     for item in args.set or []:
         key, _, value = item.partition("=")
         overrides[key] = _parse_value(value)
     try:
-        cfg = load_config(args.config, args.profile, **overrides)
-        trainer = DataLensTrainer(cfg, args.out, seed=args.seed, device=args.device,
-                                  checkpoint_every=args.checkpoint_every, profile=args.profile)
-        rec = trainer.run(resume=args.resume)
+        cls = method_class(args.method)
+        cfg = load_config(args.config, args.profile, method=args.method, **overrides)
+        method = cls(cfg, seed=args.seed, device=args.device, profile=args.profile)
+        rec = Run(method, args.out, checkpoint_every=args.checkpoint_every).run(
+            resume=args.resume)
     except (ValueError, FileExistsError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    eps = ", ".join(f"{k} {v:.4f}" for k, v in rec["epsilon"].items())
-    print(f"done: {rec['steps']} steps, {rec['queries']} queries, epsilon: {eps}; "
+    eps = ", ".join(f"{k} {v:.4f}" for k, v in rec["epsilon"].items()) or "none (non-private)"
+    queries = f", {rec['queries']} queries" if "queries" in rec else ""
+    print(f"done: {rec['method']}, {rec['steps']} steps{queries}, epsilon: {eps}; "
           f"{rec['timings']['train_seconds']:.0f} s; results in {args.out}")
     return 0
 
@@ -254,7 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--json", action="store_true", help="print JSON")
 
     tr = sub.add_parser("train", help="train DataLens (paper Alg. 1)")
-    tr.add_argument("--config", required=True, help="e.g. mnist-eps1")
+    tr.add_argument("--method", default="datalens", help="datalens | dcgan (see "
+                    "datalens_lib.methods.METHODS)")
+    tr.add_argument("--config", required=True, help="e.g. mnist-eps1 (DC-GAN: mnist-epsinf)")
     tr.add_argument("--profile", default="paper", choices=("smoke", "cpu", "paper"))
     tr.add_argument("--out", required=True, help="run folder")
     tr.add_argument("--resume", action="store_true", help="continue from the last checkpoint")

@@ -97,21 +97,42 @@ class TrainConfig:
         return replace(self, **kw)
 
 
-def available_configs() -> list[str]:
-    files = resources.files("datalens_lib") / "configs"
-    return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".json"))
+def _config_dir(method: str):
+    """``configs/`` holds DataLens's settings, ``configs/<method>/`` every other method's."""
+    from .methods import method_class
+
+    method_class(method)  # an unknown method: a clear error naming the valid ones
+    root = resources.files("datalens_lib") / "configs"
+    return root if method == "datalens" else root / method
 
 
-def load_config(name: str, profile: str = "paper", **overrides: Any) -> TrainConfig:
-    """Config ``name`` (e.g. ``mnist-eps1``) at ``profile`` with optional overrides."""
+def available_configs(method: str = "datalens") -> list[str]:
+    folder = _config_dir(method)
+    if not folder.is_dir():
+        return []
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".json"))
+
+
+def load_config(name: str, profile: str = "paper", method: str = "datalens",
+                **overrides: Any) -> Any:
+    """Config ``name`` (e.g. ``mnist-eps1``) of ``method`` at ``profile`` with optional
+    overrides, as the method's config class (``TrainConfig`` for DataLens)."""
     choice("profile", profile, PROFILES)
-    if name not in available_configs():
-        raise ValueError(f"unknown config {name!r}; available: {', '.join(available_configs())}")
-    raw = json.loads((resources.files("datalens_lib") / "configs" / f"{name}.json").read_text())
+    if name not in available_configs(method):
+        raise ValueError(f"unknown config {name!r} for method {method!r}; available: "
+                         f"{', '.join(available_configs(method)) or 'none'}")
+    raw = json.loads((_config_dir(method) / f"{name}.json").read_text())
+    if profile not in raw["profiles"]:
+        raise ValueError(f"config {name!r} of method {method!r} has no profile {profile!r}; "
+                         f"it has: {', '.join(raw['profiles'])}")
     merged = dict(raw["base"])
-    prof = dict(raw["profiles"].get(profile, {}))
+    prof = dict(raw["profiles"][profile])
     notes = [raw.get("notes", ""), prof.pop("changes", "")]
     merged.update(prof)
     merged["notes"] = " ".join(n for n in notes if n)
     merged.update(overrides)
-    return TrainConfig.from_dict(merged)
+    if method == "datalens":
+        return TrainConfig.from_dict(merged)
+    from .methods import method_class
+
+    return method_class(method).config_class.from_dict(merged)

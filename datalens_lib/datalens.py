@@ -33,15 +33,14 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
 
 from .aggregation import noisy_threshold, vote_sum
 from .config import TrainConfig
 from .data import load_dataset, partition
 from .ensemble import TeacherEnsemble, split_shapes
+from .methods.harness import Run
 from .models import Generator
 from .privacy import TopAggAccountant, topagg_max_queries
-from .provenance import atomic_save, atomic_write_json, git_sha, peak_rss_gib, provenance
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -139,27 +138,34 @@ class _State:
     elapsed: float = 0.0
 
 
-class DataLensTrainer:
-    """Trains a student generator with a teacher ensemble and TopAgg; see module doc."""
+class DataLens:
+    """DataLens as a method of the shared harness (``methods.harness.Method``): a student
+    generator trained with a teacher ensemble and TopAgg; see module doc."""
 
-    def __init__(self, cfg: TrainConfig, out_dir: str | Path, *, seed: int = 0,
-                 device: str = "auto", data_dir: str | Path | None = None,
-                 checkpoint_every: int = 10, progress: bool = True, profile: str = "custom"):
-        self.cfg, self.out = cfg, Path(out_dir)
+    name = "datalens"
+    config_class = TrainConfig
+
+    def __init__(self, cfg: TrainConfig, *, seed: int = 0, device: str = "auto",
+                 data_dir: str | Path | None = None, profile: str = "custom"):
+        self.cfg = cfg
         self.seed, self.profile = int(seed), profile
         self.device = resolve_device(device)
-        self.checkpoint_every = int(checkpoint_every)
-        self.progress = progress
         ds = load_dataset(cfg.dataset, data_dir)
         x, y = ds.x_train, ds.y_train
         if cfg.train_limit is not None:
             x, y = x[: cfg.train_limit], y[: cfg.train_limit]
         self.shape, self.y_dim = ds.shape, ds.num_classes
         self.d = int(np.prod(self.shape))
-        self.parts = torch.from_numpy(partition(y, cfg.teachers, self.seed)).to(self.device)
+        self.parts = torch.from_numpy(self._partition(y)).to(self.device)
         self.per_teacher = self.parts.shape[1]
         self.batch = min(cfg.batch_cap, self.per_teacher)
         self.batches_per_epoch = self.per_teacher // self.batch
+        self.acc = self._make_accountant()
+        if self.total_steps() == 0:  # refuse before the ensemble is allocated
+            one = self.acc.epsilon_if(self.batch, cfg.conversion)
+            raise ValueError(f"epsilon {cfg.epsilon} is below what one generator step costs "
+                             f"({self.batch} queries: epsilon {one:.4g} under the "
+                             f"{cfg.conversion!r} conversion)")
         self.x = torch.from_numpy(x).to(self.device)
         self.y = torch.from_numpy(y).to(self.device)
 
@@ -176,8 +182,6 @@ class DataLensTrainer:
                                    lr=cfg.lr_teacher, moment_dtype=moment, device=self.device,
                                    generator=torch.Generator().manual_seed(self.seed + 3),
                                    compute_dtype=compute)
-        self.acc = TopAggAccountant(cfg.k, cfg.sigma, cfg.delta)
-        self.git_sha_at_start = git_sha()  # the code this process runs, whatever HEAD is later
         self.state = _State()
         self.history: list[dict[str, Any]] = []
 
@@ -269,130 +273,88 @@ class DataLensTrainer:
         rec = {"step": self.state.step, "queries": self.acc.queries,
                "epsilon": self.acc.epsilon(self.cfg.conversion), "d_loss": d_loss,
                "seconds": dt, **info}
-        if self.cfg.data_dependent and self.cfg.threshold:
+        if self._tracks_data_dependent():
             rec["epsilon_data_dependent"] = self.acc.data_dependent_epsilon()
         self.history.append(rec)
         return rec
+
+    def _partition(self, y: np.ndarray) -> np.ndarray:
+        """Disjoint class-balanced teacher partitions (``data.partition``)."""
+        return partition(y, self.cfg.teachers, self.seed)
+
+    def _make_accountant(self) -> TopAggAccountant:
+        """TopAgg's ledger (paper Theorem 3); G-PATE's harness method overrides this."""
+        return TopAggAccountant(self.cfg.k, self.cfg.sigma, self.cfg.delta)
+
+    def _tracks_data_dependent(self) -> bool:
+        return self.cfg.data_dependent and self.cfg.threshold
 
     def can_step(self) -> bool:
         if self.cfg.max_steps is not None and self.state.step >= self.cfg.max_steps:
             return False
         return self.acc.epsilon_if(self.batch, self.cfg.conversion) <= self.cfg.epsilon
 
-    # ------------------------------------------------------------------ checkpoints
+    # ------------------------------------------------------------------ harness contract
 
     @property
-    def checkpoint_path(self) -> Path:
-        return self.out / "checkpoint.pt"
+    def steps_done(self) -> int:
+        return self.state.step
 
-    def save_checkpoint(self) -> None:
-        state = {
+    @property
+    def train_seconds(self) -> float:
+        return self.state.elapsed
+
+    def total_steps(self) -> int:
+        return expected_steps(self.cfg, self.batch)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
             "config": self.cfg.to_dict(), "seed": self.seed, "state": vars(self.state),
             "G": self.G.state_dict(), "g_opt": self.g_opt.state_dict(),
             "ensemble": self.ens.state_dict(), "accountant": self.acc.state_dict(),
             "gen_cpu": self.gen_cpu.get_state(), "gen_dev": self.gen_dev.get_state(),
-            "history": self.history, "git_sha_at_start": self.git_sha_at_start,
+            "history": self.history,
         }
-        atomic_save(self.checkpoint_path, lambda tmp: torch.save(state, tmp))
 
-    def load_checkpoint(self) -> bool:
-        if not self.checkpoint_path.exists():
-            return False
-        # memory-mapped on the CPU: the tensors are copied into the trainer's own (on its
-        # device), so the paper-size ensemble (18 GB on CPU) is never held twice, and the
-        # generators' states stay CPU byte tensors, as ``Generator.set_state`` requires
-        st = torch.load(self.checkpoint_path, map_location="cpu", weights_only=True, mmap=True)
-        if (TrainConfig.from_dict(st["config"]) != self.cfg or st["seed"] != self.seed):
-            raise ValueError(f"{self.checkpoint_path} was written by a different config or "
-                             "seed; use another --out or delete it")
+    def load_state_dict(self, st: dict[str, Any]) -> None:
+        """Continue from ``st`` (a checkpoint, loaded on the CPU): tensors are copied into
+        this run's own, on its device."""
+        if type(self.cfg).from_dict(st["config"]) != self.cfg or st["seed"] != self.seed:
+            raise ValueError("the checkpoint was written by a different config or seed; use "
+                             "another output folder or delete it")
         self.state = _State(**st["state"])
         self.G.load_state_dict(st["G"])
         self.g_opt.load_state_dict(st["g_opt"])
         self.ens.load_state_dict(st["ensemble"])
-        self.acc = TopAggAccountant.from_state_dict(st["accountant"])
+        self.acc = type(self.acc).from_state_dict(st["accountant"])
         self.gen_cpu.set_state(st["gen_cpu"])
         self.gen_dev.set_state(st["gen_dev"])
         self.history = st["history"]
-        # the commit the run started from (checkpoints before this key: the resuming one's)
-        self.git_sha_at_start = st.get("git_sha_at_start", self.git_sha_at_start)
-        return True
-
-    # ------------------------------------------------------------------ the whole run
 
     def sample(self, n: int, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
         """n synthetic images of the student generator (see ``sample_generator``)."""
         return sample_generator(self.G, n, self.batch, generator, self.device)
 
-    def run(self, resume: bool = False, stop_after: int | None = None) -> dict[str, Any]:
-        """Train until the privacy budget (or ``max_steps``) is reached, then write
-        ``samples.npz`` and ``run.json``. ``stop_after`` ends this call early after that many
-        new steps (an interruption; the checkpoint is kept) and returns a partial record."""
-        self.out.mkdir(parents=True, exist_ok=True)
-        if (self.out / "run.json").exists() and not resume:
-            raise FileExistsError(f"{self.out} already holds a finished run; pass resume=True "
-                                  "to reuse it or choose another output folder")
-        resumed = resume and self.load_checkpoint()
-        t_start = time.perf_counter()
-        done_here = 0
-        bar = tqdm(total=expected_steps(self.cfg, self.batch), initial=self.state.step,
-                   disable=not self.progress, unit="step",
-                   desc=f"DataLens {self.cfg.dataset} eps<={self.cfg.epsilon}")
-        try:
-            while self.can_step():
-                rec = self.step()
-                done_here += 1
-                bar.update(1)
-                bar.set_postfix(eps=f"{rec['epsilon']:.3f}", d_loss=f"{rec['d_loss']:.3f}")
-                if self.checkpoint_every and self.state.step % self.checkpoint_every == 0:
-                    self.save_checkpoint()
-                if stop_after is not None and done_here >= stop_after:
-                    self.save_checkpoint()
-                    return {"status": "interrupted", "step": self.state.step}
-        finally:
-            bar.close()
-        if self.checkpoint_every:
-            self.save_checkpoint()
-        train_seconds = self.state.elapsed
-        t_sample = time.perf_counter()
-        x, y = self.sample(self.cfg.n_samples, torch.Generator().manual_seed(self.seed + 4))
-        sample_seconds = time.perf_counter() - t_sample
-
-        def _write(tmp: str) -> None:
-            with open(tmp, "wb") as fh:
-                np.savez_compressed(fh, x=x, y=y)
-
-        atomic_save(self.out / "samples.npz", _write)
-        record = self.record(train_seconds, sample_seconds, resumed,
-                             time.perf_counter() - t_start)
-        atomic_write_json(self.out / "run.json", record)
-        return record
-
-    def record(self, train_seconds: float, sample_seconds: float, resumed: bool,
-               wall_this_call: float) -> dict[str, Any]:
+    def record(self) -> dict[str, Any]:
+        """DataLens's part of ``run.json`` (the harness adds the shared fields)."""
         cfg = self.cfg
         eps = {c: self.acc.epsilon(c) for c in ("paper", "rdp", "pld")}
         if cfg.data_dependent and cfg.threshold:
             eps["data_dependent"] = self.acc.data_dependent_epsilon()
         rec: dict[str, Any] = {
-            "status": "complete", "config": cfg.to_dict(), "profile": self.profile,
-            "seed": self.seed, "device": str(self.device),
-            "target_epsilon": cfg.epsilon, "delta": cfg.delta, "conversion": cfg.conversion,
-            "epsilon": eps, "steps": self.state.step, "queries": self.acc.queries,
+            "conversion": cfg.conversion, "epsilon": eps, "queries": self.acc.queries,
             "batch": self.batch, "teachers": cfg.teachers, "per_teacher": self.per_teacher,
             "teacher_parameters": self.ens.num_parameters,
-            "timings": {"train_seconds": train_seconds, "sample_seconds": sample_seconds,
-                        "seconds_per_step": train_seconds / max(1, self.state.step),
-                        "wall_seconds_last_call": wall_this_call},
-            "peak_rss_gib": peak_rss_gib(), "resumed": resumed,
-            "samples": {"file": "samples.npz", "n": cfg.n_samples, "dtype": "float16"},
-            "history": self.history,
             "privacy": {"mechanism": "TopAgg (paper Alg. 3)",
                         "sensitivity": "L2 2*sqrt(k) per query (Lemma 1)",
                         "accountant": "Gaussian RDP 2*k*lambda/sigma^2 per query, composed "
-                                      "over queries (Theorem 3)"},
+                                      "over queries (Theorem 3)",
+                        "neighbouring": "replace one record (it changes one teacher's votes: "
+                                        "disjoint partitions)",
+                        "dp_guarantee": "epsilon under paper, rdp and pld (data-independent "
+                                        "conversions of the same ledger); data_dependent is "
+                                        "not a DP release"},
         }
-        if self.device.type == "cuda":
-            rec["cuda_peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
         if cfg.compute_dtype == "bfloat16":
             rec["note_compute"] = ("teacher forward/backward passes in bfloat16 (opt-in; "
                                    "float32 master weights, Adam, BatchNorm statistics and "
@@ -400,9 +362,43 @@ class DataLensTrainer:
         if cfg.moment_dtype == "bfloat16":
             rec["note_moments"] = ("teacher Adam moments stored in bfloat16 (parameters "
                                    "float32) to fit 24 GiB; see datalens_lib.ensemble")
-        rec.update(provenance())
-        if rec.get("git_sha") not in (None, self.git_sha_at_start):
-            rec["git_sha_at_end"] = rec["git_sha"]  # HEAD moved while the run trained
-        rec["git_sha"] = self.git_sha_at_start
         return rec
+
+
+class DataLensTrainer(DataLens):
+    """DataLens with its output folder: ``run()`` trains through the shared harness
+    (``methods.harness.Run``: checkpoints, resume, samples, ``run.json``)."""
+
+    def __init__(self, cfg: TrainConfig, out_dir: str | Path, *, seed: int = 0,
+                 device: str = "auto", data_dir: str | Path | None = None,
+                 checkpoint_every: int = 10, progress: bool = True, profile: str = "custom"):
+        super().__init__(cfg, seed=seed, device=device, data_dir=data_dir, profile=profile)
+        self.harness = Run(self, out_dir, checkpoint_every=checkpoint_every, progress=progress)
+
+    @property
+    def out(self) -> Path:
+        return self.harness.out
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.harness.checkpoint_path
+
+    @property
+    def checkpoint_every(self) -> int:
+        return self.harness.checkpoint_every
+
+    @checkpoint_every.setter
+    def checkpoint_every(self, steps: int) -> None:
+        self.harness.checkpoint_every = int(steps)
+
+    def save_checkpoint(self) -> None:
+        self.harness.save_checkpoint()
+
+    def load_checkpoint(self) -> bool:
+        return self.harness.load_checkpoint()
+
+    def run(self, resume: bool = False, stop_after: int | None = None) -> dict[str, Any]:
+        """Train until the privacy budget (or ``max_steps``) is reached, then write
+        ``samples.npz`` and ``run.json`` (see ``methods.harness.Run.run``)."""
+        return self.harness.run(resume=resume, stop_after=stop_after)
 

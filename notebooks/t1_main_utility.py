@@ -100,6 +100,28 @@ if len(runs):
                   "eval_epochs", "paper", "ours", "difference", "ours_clean"]].round(4))
 
 # %% [markdown]
+# ## Every method of `tab:image`
+#
+# The paper's claim is a comparison: DataLens against DP-GAN, PATE-GAN, G-PATE and GS-WGAN,
+# with a non-private DC-GAN as the ε = ∞ reference. Every method runs through the same harness
+# (`datalens_lib.methods`), is evaluated by the same classifier and reports its privacy under
+# the same accountants; *dp_guarantee* says which of its ledgers is a DP guarantee. A cell
+# shows the largest profile available (this notebook's or a committed run); only a
+# paper-profile cell is compared with the paper's number (*difference*): a smoke or cpu cell
+# checks the pipeline. Methods not implemented yet say so.
+
+# %%
+methods = book.methods_table(profile, seed=seed, datasets=datasets, device=device)
+methods["difference"] = [o - p if prof == "paper" and o is not None else None
+                         for o, p, prof in zip(methods["ours"], methods["paper"],
+                                               methods["profile"], strict=True)]
+store.save_result("tab:image (all methods)", {"profile": profile, "seed": seed,
+                                              "datasets": datasets},
+                  methods.to_dict("records"), profile=profile, seed=seed)
+methods[["method", "dataset", "epsilon", "paper", "profile", "ours", "difference",
+         "ours_clean", "dp_guarantee", "status"]]
+
+# %% [markdown]
 # ## Non-private reference
 #
 # The evaluation classifier trained on the *real* training set (`datalens reference`), an

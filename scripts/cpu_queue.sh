@@ -8,37 +8,45 @@
 #   bash scripts/cpu_queue.sh            # all jobs
 #   bash scripts/cpu_queue.sh 2          # only job 2 (1-based)
 #
-# Jobs: config, results folder, evaluation epochs, then `datalens train --set` overrides.
+# Jobs: method, config, results folder, evaluation epochs, then `datalens train --set`
+# overrides; records go to data/results/<method>/<config>/<folder>/.
 # bfloat16 Adam moments are what lets 4000 MNIST teachers fit 24 GiB (datalens_lib.ensemble).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export DATALENS_DATA_DIR=${DATALENS_DATA_DIR:-$(cd .. && pwd)/shared/datasets}
 DL=${DL:-.venv/bin/datalens}
 JOBS=(
-  "mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
-  "mnist-eps1 paper-cpu-bf16 30 moment_dtype=bfloat16 chunk=12 compute_dtype=bfloat16"
+  "datalens mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
+  "datalens mnist-eps1 paper-cpu-bf16 30 moment_dtype=bfloat16 chunk=12 compute_dtype=bfloat16"
+  "gpate mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12"
+  "dcgan mnist-epsinf cpu 30"
+  "gpate fashion-mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12"
+  "dcgan fashion-mnist-epsinf cpu 30"
 )
 
 run_job() {
-  read -r cfg folder epochs overrides <<<"$1"
-  local out=runs/queue/$cfg/$folder dest=data/results/datalens/$cfg/$folder
+  read -r method cfg folder epochs overrides <<<"$1"
+  local out=runs/queue/$method/$cfg/$folder dest=data/results/$method/$cfg/$folder
+  [[ $method == datalens ]] && out=runs/queue/$cfg/$folder  # where earlier runs trained
+  local profile=paper
+  [[ $folder == cpu ]] && profile=cpu
   if [[ -f $dest/run.json && -f $dest/eval-${epochs}ep.json ]]; then
-    echo "[queue] $cfg/$folder: already committed, skipped"; return
+    echo "[queue] $method/$cfg/$folder: already committed, skipped"; return
   fi
   local sets=()
   for kv in $overrides; do sets+=(--set "$kv"); done
   if ! grep -qs '"status": "complete"' "$out/run.json"; then
-    echo "[queue] $cfg/$folder: training"
-    "$DL" train --config "$cfg" --profile paper --out "$out" --resume --checkpoint-every 10 \
-      "${sets[@]}"
+    echo "[queue] $method/$cfg/$folder: training"
+    "$DL" train --method "$method" --config "$cfg" --profile "$profile" --out "$out" --resume \
+      --checkpoint-every 10 "${sets[@]}"
   fi
   if [[ ! -f $out/eval-${epochs}ep.json ]]; then
-    echo "[queue] $cfg/$folder: evaluating ($epochs epochs; resumes from .eval-seed0.ckpt)"
+    echo "[queue] $method/$cfg/$folder: evaluating ($epochs epochs; resumes from .eval-seed0.ckpt)"
     "$DL" evaluate "$out" --epochs "$epochs"
   fi
   mkdir -p "$dest"
   cp "$out/run.json" "$out/eval-${epochs}ep.json" "$dest/"
-  echo "[queue] $cfg/$folder: records copied to $dest"
+  echo "[queue] $method/$cfg/$folder: records copied to $dest"
 }
 
 if [[ $# -gt 0 ]]; then

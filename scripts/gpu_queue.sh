@@ -37,25 +37,25 @@ bench() {  # name, then bench_ensemble.py arguments
     --record "runs/gpu/bench$name.json" && mv "runs/gpu/bench$name.json" "$rec" && pack
 }
 
-cell() {  # config, results folder, seed, then --set overrides
-  local cfg=$1 folder=$2 seed=$3; shift 3
-  local out=runs/gpu/$cfg/$folder dest=$STAGE/data/results/datalens/$cfg/$folder
-  [[ -f $dest/eval-600ep.json || -f data/results/datalens/$cfg/$folder/eval-600ep.json ]] && return
+cell() {  # method, config, results folder, seed, then --set overrides
+  local method=$1 cfg=$2 folder=$3 seed=$4; shift 4
+  local out=runs/gpu/$method/$cfg/$folder dest=$STAGE/data/results/$method/$cfg/$folder
+  [[ -f $dest/eval-600ep.json || -f data/results/$method/$cfg/$folder/eval-600ep.json ]] && return
   if (( $(left) < CELL_SECONDS )); then
-    echo "[gpu-queue] $cfg/$folder: skipped, $(left) s left < $CELL_SECONDS s per cell"; return
+    echo "[gpu-queue] $method/$cfg/$folder: skipped, $(left) s left < $CELL_SECONDS s per cell"; return
   fi
-  echo "[gpu-queue] $cfg/$folder seed $seed ($(left) s left)"
+  echo "[gpu-queue] $method/$cfg/$folder seed $seed ($(left) s left)"
   local t0=$SECONDS sets=()
   for kv in "$@"; do sets+=(--set "$kv"); done
   if ! grep -qs '"status": "complete"' "$out/run.json"; then
     rm -rf "$out"  # no training checkpoints on a GPU (27 GB per save): a cut training restarts
-    $DL train --config "$cfg" --profile paper --out "$out" --device cuda --seed "$seed" \
+    $DL train --method "$method" --config "$cfg" --profile paper --out "$out" --device cuda --seed "$seed" \
       --checkpoint-every 0 "${sets[@]}" 2>&1 | tr '\r' '\n' | grep -v "it/s\]$" | tail -3 || return
   fi  # the evaluation resumes from its own checkpoint (every 10 epochs)
   $DL evaluate "$out" --device cuda 2>&1 | tr '\r' '\n' | grep -v "it/s\]$" | tail -3 || return
   mkdir -p "$dest" && cp "$out/run.json" "$out/eval-600ep.json" "$dest/" && pack
   CELL_SECONDS=$((SECONDS - t0 + 15)); echo "$CELL_SECONDS" > runs/gpu/cell_seconds
-  echo "[gpu-queue] $cfg/$folder done in $((SECONDS - t0)) s"
+  echo "[gpu-queue] $method/$cfg/$folder done in $((SECONDS - t0)) s"
 }
 
 # 1. Issue 9: the ensemble benchmark (float32 and the bfloat16 opt-in), the chunk choice and
@@ -64,10 +64,17 @@ bench "-nchw" --teachers 1000 4000 --chunk 1000 --loop-max 0 --conv-layout conti
 bench "" --teachers 200 1000 4000 --chunk 1000 --profile-n 4000 --peak-n 4000
 bench "-bf16" --teachers 1000 4000 --chunk 1000 --compute bfloat16 --loop-max 0
 bench "-chunk4000" --teachers 4000 --chunk 4000 --loop-max 0
-# 2. Issue 12: more seeds of the four main cells (the committed `paper` folders are seed 0).
+# 2. Issue 10: the baselines at paper scale (DC-GAN: ~2.5 h per cell on the 2-core CPU).
+cell dcgan mnist-epsinf paper 0
+cell gpate mnist-eps1 paper 0 chunk=1000
+cell dcgan fashion-mnist-epsinf paper 0
+cell gpate fashion-mnist-eps1 paper 0 chunk=1000
+cell gpate mnist-eps10 paper 0 chunk=1000
+cell gpate fashion-mnist-eps10 paper 0 chunk=1000
+# 3. Issue 12: more seeds of the four main cells (the committed `paper` folders are seed 0).
 for seed in 1 2; do
   for cfg in mnist-eps1 fashion-mnist-eps1 mnist-eps10 fashion-mnist-eps10; do
-    cell "$cfg" "paper-seed$seed" "$seed" chunk=1000
+    cell datalens "$cfg" "paper-seed$seed" "$seed" chunk=1000
   done
 done
 echo "[gpu-queue] stopped after $SECONDS s; $(tar -tf "$OUT/records.tar" 2>/dev/null | grep -c json) records in records.tar"

@@ -54,8 +54,8 @@ def test_console_script_installed():
 def test_train_set_parses_json_and_plain_strings(monkeypatch):
     seen = {}
 
-    def fake_load(name, profile, **over):
-        seen.update(over)
+    def fake_load(name, profile, method, **over):
+        seen.update(over, method=method)
         raise ValueError("stop here")
 
     monkeypatch.setattr("datalens_lib.config.load_config", fake_load)
@@ -63,7 +63,8 @@ def test_train_set_parses_json_and_plain_strings(monkeypatch):
                    "--set", "moment_dtype=float32", "--set", "max_steps=5",
                    "--set", "stochastic=false", "--set", "c=null"])
     assert rc == 2
-    assert seen == {"moment_dtype": "float32", "max_steps": 5, "stochastic": False, "c": None}
+    assert seen == {"moment_dtype": "float32", "max_steps": 5, "stochastic": False, "c": None,
+                    "method": "datalens"}
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ import datalens_lib.datalens as dl
 from datalens_lib.aggregation import noisy_threshold, vote_sum
 from datalens_lib.config import load_config
 from datalens_lib.datalens import DataLensTrainer, expected_steps, student_loss
+from datalens_lib.methods import harness
 from datalens_lib.privacy import topagg_epsilon, topagg_max_queries
 
 PINNED = dict(teachers=6, chunk=4, train_limit=180, batch_cap=10, pretrain_teacher=3, d_step=2,
@@ -232,7 +233,11 @@ def test_crash_while_writing_samples_leaves_no_finished_run(tmp_path, mnist_dir,
 PRIVACY_TEXT = {"mechanism": "TopAgg (paper Alg. 3)",
                 "sensitivity": "L2 2*sqrt(k) per query (Lemma 1)",
                 "accountant": "Gaussian RDP 2*k*lambda/sigma^2 per query, composed over queries "
-                              "(Theorem 3)"}
+                              "(Theorem 3)",
+                "neighbouring": "replace one record (it changes one teacher's votes: disjoint "
+                                "partitions)",
+                "dp_guarantee": "epsilon under paper, rdp and pld (data-independent conversions "
+                                "of the same ledger); data_dependent is not a DP release"}
 
 
 def test_run_record_says_what_ran(tmp_path, mnist_dir, monkeypatch):
@@ -241,9 +246,9 @@ def test_run_record_says_what_ran(tmp_path, mnist_dir, monkeypatch):
     saves = []
     tr = pinned(tmp_path, mnist_dir, max_steps=3)
     tr.checkpoint_every = 2
-    real_save = tr.save_checkpoint
-    monkeypatch.setattr(tr, "save_checkpoint", lambda: (saves.append(tr.state.step),
-                                                        real_save()))
+    real_save = tr.harness.save_checkpoint
+    monkeypatch.setattr(tr.harness, "save_checkpoint", lambda: (saves.append(tr.state.step),
+                                                                real_save()))
     rec = tr.run(resume=True)  # nothing to resume: a fresh run
     cfg = tr.cfg
     assert saves == [2, 3]  # every 2 steps, and at the end
@@ -478,7 +483,7 @@ def test_bf16_compute_is_opt_in_noted_and_resumes_old_checkpoints(tmp_path, mnis
     assert tr.ens.compute_dtype == torch.bfloat16
     rec = tr.run()
     assert rec["config"]["compute_dtype"] == "bfloat16" and "note_compute" in rec
-    assert "note_compute" not in plain.record(1.0, 0.5, False, 2.0)
+    assert "note_compute" not in plain.harness.record(0.5, False, 2.0)
     assert all(v.dtype == torch.float32 for v in tr.ens.params.values())
     other = pinned(tmp_path / "f", mnist_dir, max_steps=2, compute_dtype="bfloat16")
     with pytest.raises(ValueError, match="different config or seed"):
@@ -489,19 +494,19 @@ def test_gpu_runs_record_their_peak_device_memory(tmp_path, mnist_dir, monkeypat
     tr = pinned(tmp_path, mnist_dir, max_steps=1)
     tr.step()
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda: int(2.5 * 2**30) + 2**18)
-    monkeypatch.setattr(dl, "provenance", lambda: {})
+    monkeypatch.setattr(harness, "provenance", lambda: {})
     tr.device = torch.device("cuda")
-    rec = tr.record(1.0, 0.5, False, 2.0)
+    rec = tr.harness.record(0.5, False, 2.0)
     assert rec["cuda_peak_gib"] == 2.5 and rec["device"] == "cuda"  # GiB to 3 decimals
 
 
 def test_record_names_the_code_the_run_started_with(tmp_path, mnist_dir, monkeypatch):
     """Provenance: HEAD may move while a long run trains; the record keeps the commit the
     process started from and names the later one separately."""
-    monkeypatch.setattr(dl, "git_sha", lambda: "a" * 40)
+    monkeypatch.setattr(harness, "git_sha", lambda: "a" * 40)
     tr = pinned(tmp_path, mnist_dir, max_steps=1)
-    monkeypatch.setattr(dl, "provenance", lambda: {"git_sha": "b" * 40, "packages": {}})
-    rec = tr.record(1.0, 0.5, False, 2.0)
+    monkeypatch.setattr(harness, "provenance", lambda: {"git_sha": "b" * 40, "packages": {}})
+    rec = tr.harness.record(0.5, False, 2.0)
     assert rec["git_sha"] == "a" * 40 and rec["git_sha_at_end"] == "b" * 40
-    monkeypatch.setattr(dl, "provenance", lambda: {"git_sha": "a" * 40, "packages": {}})
-    assert "git_sha_at_end" not in tr.record(1.0, 0.5, False, 2.0)
+    monkeypatch.setattr(harness, "provenance", lambda: {"git_sha": "a" * 40, "packages": {}})
+    assert "git_sha_at_end" not in tr.harness.record(0.5, False, 2.0)

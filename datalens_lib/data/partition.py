@@ -42,3 +42,17 @@ def partition(labels: np.ndarray, n_teachers: int, seed: int) -> np.ndarray:
     parts = layout.reshape(per_teacher, n_teachers).T
     teacher_order = rng.permutation(n_teachers)
     return np.ascontiguousarray(parts[teacher_order]).astype(np.int64)
+
+
+def shuffled_partition(n: int, n_teachers: int, seed: int) -> np.ndarray:
+    """G-PATE's split: shuffle the ``n`` record indices, cut them into ``n_teachers``
+    contiguous, disjoint, equal parts (the ``n mod N`` left over are dropped). Returns int64
+    [n_teachers, floor(n / n_teachers)]."""
+    if not isinstance(n_teachers, (int, np.integer)) or isinstance(n_teachers, bool) \
+            or n_teachers < 1:
+        raise ValueError(f"n_teachers must be an integer >= 1, got {n_teachers!r}")
+    per_teacher = n // n_teachers
+    if per_teacher == 0:
+        raise ValueError(f"cannot give {n_teachers} teachers at least one of {n} records")
+    order = np.random.default_rng(seed).permutation(n)[: per_teacher * n_teachers]
+    return np.ascontiguousarray(order.reshape(n_teachers, per_teacher)).astype(np.int64)

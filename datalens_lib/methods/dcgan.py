@@ -1,0 +1,196 @@
+"""DC-GAN: the paper's non-private reference (the ε = ∞ column of ``tab:image``).
+
+The paper says only that it uses the DCGAN of carpedm20/DCGAN-tensorflow with its defaults
+(l.336); how it was trained is not stated. We train the conditional DCGAN of ``models.py``
+(the same generator and discriminator DataLens uses) non-privately on the whole training set
+with that repository's defaults: Adam (lr 2e-4, beta1 0.5), batch 64, 25 epochs, and two
+generator steps after every discriminator step (its trick against a discriminator that wins
+too fast); z ~ U(-1, 1), the labels of each real batch condition the fakes of that step; a
+last incomplete batch is dropped, as there.
+
+Our choices where neither says: BatchNorm uses batch statistics in training and sampling, as
+in DataLens's own generator (carpedm20's sampler uses moving averages), and samples are drawn
+in batches of 64 with uniform labels (``datalens.sample_generator``). One harness step is one
+epoch. Privacy: none (ε = ∞); the record says so.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .._validate import positive_float, positive_int
+from ..data import load_dataset
+from ..models import Discriminator, Generator
+
+
+@dataclass(frozen=True)
+class DCGANConfig:
+    """A DC-GAN run (non-private; ``epsilon`` must be ``inf``)."""
+
+    dataset: str
+    epsilon: float = math.inf
+    epochs: int = 25
+    batch_size: int = 64
+    lr: float = 2e-4
+    beta1: float = 0.5
+    g_steps: int = 2  # generator steps per discriminator step (carpedm20)
+    z_dim: int = 100
+    train_limit: int | None = None
+    n_samples: int = 100_000
+    eval_epochs: int = 600
+    eval_lr: float = 2e-3
+    eval_batch_size: int = 512
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.epsilon is None or self.epsilon != math.inf:
+            raise ValueError(f"DC-GAN is non-private: epsilon must be inf, got {self.epsilon}")
+        for name in ("epochs", "batch_size", "g_steps", "z_dim", "n_samples", "eval_epochs",
+                     "eval_batch_size"):
+            positive_int(name, getattr(self, name))
+        for name in ("lr", "eval_lr"):
+            positive_float(name, getattr(self, name))
+        if not 0 <= self.beta1 < 1:
+            raise ValueError(f"beta1 must be in [0, 1), got {self.beta1}")
+        if self.train_limit is not None:
+            positive_int("train_limit", self.train_limit)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["epsilon"] = None  # JSON has no infinity: null means ε = ∞ here
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DCGANConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown DC-GAN config keys: {sorted(unknown)}; known: "
+                             f"{sorted(known)}")
+        d = dict(d)
+        if d.get("epsilon", math.inf) is None:
+            d["epsilon"] = math.inf
+        return cls(**d)
+
+
+class DCGAN:
+    """The non-private conditional DCGAN (harness ``Method``; see module doc)."""
+
+    name = "dcgan"
+    config_class = DCGANConfig
+
+    def __init__(self, cfg: DCGANConfig, *, seed: int = 0, device: str = "auto",
+                 data_dir: str | Path | None = None, profile: str = "custom"):
+        from ..datalens import resolve_device
+
+        self.cfg, self.seed, self.profile = cfg, int(seed), profile
+        self.device = resolve_device(device)
+        ds = load_dataset(cfg.dataset, data_dir)
+        x, y = ds.x_train, ds.y_train
+        if cfg.train_limit is not None:
+            x, y = x[: cfg.train_limit], y[: cfg.train_limit]
+        if len(x) < cfg.batch_size:
+            raise ValueError(f"batch_size {cfg.batch_size} exceeds the {len(x)} training "
+                             "images")
+        self.shape, self.y_dim = ds.shape, ds.num_classes
+        self.x = torch.from_numpy(x).to(self.device)
+        self.y = torch.from_numpy(y).to(self.device)
+        self.gen = torch.Generator().manual_seed(self.seed)  # shuffles, z
+        torch.manual_seed(self.seed + 2)
+        self.G = Generator(cfg.z_dim, self.y_dim, self.shape).to(self.device)
+        self.D = Discriminator(self.y_dim, self.shape).to(self.device)
+        betas = (cfg.beta1, 0.999)
+        self.g_opt = torch.optim.Adam(self.G.parameters(), lr=cfg.lr, betas=betas)
+        self.d_opt = torch.optim.Adam(self.D.parameters(), lr=cfg.lr, betas=betas)
+        self.epoch, self.elapsed = 0, 0.0
+        self.history: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ harness contract
+
+    @property
+    def steps_done(self) -> int:
+        return self.epoch
+
+    @property
+    def train_seconds(self) -> float:
+        return self.elapsed
+
+    def total_steps(self) -> int:
+        return self.cfg.epochs
+
+    def can_step(self) -> bool:
+        return self.epoch < self.cfg.epochs
+
+    def _onehot(self, y: torch.Tensor) -> torch.Tensor:
+        return F.one_hot(y, self.y_dim).to(torch.float32)
+
+    def step(self) -> dict[str, Any]:
+        """One epoch: for every full batch, a discriminator step on real and fake, then
+        ``g_steps`` generator steps on the same z and labels (non-saturating loss)."""
+        t0 = time.perf_counter()
+        b = self.cfg.batch_size
+        perm = torch.randperm(len(self.x), generator=self.gen).to(self.device)
+        d_losses, g_losses = [], []
+        for s in range(0, len(perm) - b + 1, b):
+            idx = perm[s: s + b]
+            x, oh = self.x[idx], self._onehot(self.y[idx])
+            z = (torch.rand(b, self.cfg.z_dim, generator=self.gen) * 2 - 1).to(self.device)
+            fake = self.G(z, oh)
+            d_loss = (F.softplus(-self.D(x, oh)).mean()
+                      + F.softplus(self.D(fake.detach(), oh)).mean())
+            self.d_opt.zero_grad(set_to_none=True)
+            d_loss.backward()
+            self.d_opt.step()
+            for _ in range(self.cfg.g_steps):
+                g_loss = F.softplus(-self.D(self.G(z, oh), oh)).mean()
+                self.g_opt.zero_grad(set_to_none=True)
+                g_loss.backward()
+                self.g_opt.step()
+            d_losses.append(float(d_loss.detach()))
+            g_losses.append(float(g_loss.detach()))
+        self.epoch += 1
+        dt = time.perf_counter() - t0
+        self.elapsed += dt
+        row = {"step": self.epoch, "d_loss": float(np.mean(d_losses)),
+               "g_loss": float(np.mean(g_losses)), "batches": len(d_losses), "seconds": dt}
+        self.history.append(row)
+        return row
+
+    def sample(self, n: int, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
+        from ..datalens import sample_generator
+
+        return sample_generator(self.G, n, self.cfg.batch_size, generator, self.device)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"config": self.cfg.to_dict(), "seed": self.seed, "epoch": self.epoch,
+                "elapsed": self.elapsed, "G": self.G.state_dict(), "D": self.D.state_dict(),
+                "g_opt": self.g_opt.state_dict(), "d_opt": self.d_opt.state_dict(),
+                "gen": self.gen.get_state(), "torch_rng": torch.get_rng_state(),
+                "history": self.history}
+
+    def load_state_dict(self, st: dict[str, Any]) -> None:
+        if DCGANConfig.from_dict(st["config"]) != self.cfg or st["seed"] != self.seed:
+            raise ValueError("the checkpoint was written by a different config or seed; use "
+                             "another output folder or delete it")
+        self.epoch, self.elapsed = int(st["epoch"]), float(st["elapsed"])
+        self.G.load_state_dict(st["G"])
+        self.D.load_state_dict(st["D"])
+        self.g_opt.load_state_dict(st["g_opt"])
+        self.d_opt.load_state_dict(st["d_opt"])
+        self.gen.set_state(st["gen"])
+        torch.set_rng_state(st["torch_rng"])
+        self.history = list(st["history"])
+
+    def record(self) -> dict[str, Any]:
+        return {"epsilon": {}, "batch": self.cfg.batch_size, "train_images": len(self.x),
+                "privacy": {"mechanism": "none: non-private reference (the ε = ∞ column)",
+                            "dp_guarantee": "none"}}

@@ -1,0 +1,363 @@
+"""DP-GAN: a conditional DCGAN whose discriminator is trained with DP-SGD (Opacus).
+
+The code the paper cites (illidanlab/dpgan, a TF1 WGAN) clips weights and noises the
+batch-mean gradient, with no per-sample clipping and no accountant: it is not DP as written
+(shared notes, ``baselines.md``). This is the version a DP researcher would run instead, as
+DPImageBench does: DP-SGD on the discriminator through Opacus (``GradSampleModule`` per-sample
+gradients, ``DPOptimizer`` clipping to C and Gaussian noise sigma C, averaged over the expected
+batch), Poisson sampling of the real batch with rate q = B / n, and the generator's steps as
+post-processing (they touch no private record).
+
+One discriminator step: the real Poisson batch's loss goes through DP-SGD; the fake half of the
+loss (D on G(z, y) with uniform labels) depends on no record, so its exact gradient is added to
+the privatised one before the Adam update (adaptive composition: D and G are functions of
+earlier private releases). Every ``n_critic`` discriminator steps the generator takes one step.
+Losses: ``bce`` (non-saturating, as DataLens's DCGAN) or ``hinge`` (DPImageBench's DP-GAN).
+
+The discriminator is the DataLens/DCGAN one (``models.Discriminator``: labels concatenated at
+every layer) with GroupNorm in place of BatchNorm, whose batch statistics would mix records and
+break per-sample clipping; the generator is ``models.Generator``.
+
+Privacy: add/remove-one neighbours; each discriminator step is a Poisson-subsampled Gaussian
+(``PoissonSampledDpEvent(q, GaussianDpEvent(sigma))``) composed over T steps; sigma is
+calibrated so that the planned T steps spend the budget (``dp_accounting`` RDP, cross-checked
+against Opacus's RDP accountant in the record). ``rdp`` is the conversion used for stopping.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import warnings
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import dp_accounting
+import numpy as np
+import torch
+import torch.nn.functional as F
+from dp_accounting import pld, rdp
+from torch import nn
+
+from .._validate import choice, positive_float, positive_int
+from ..data import load_dataset
+from ..models import DF_DIM, DFC_DIM, KERNEL, Generator, cond_concat, same_pad
+from ..privacy.accountant import RDP_ORDERS, _largest_within
+
+
+@dataclass(frozen=True)
+class DPGANConfig:
+    """A DP-GAN run. ``batch_size`` is the expected Poisson batch; ``epochs`` fixes the number
+    of discriminator steps T = epochs * n / batch_size; ``noise_multiplier`` None: calibrated."""
+
+    dataset: str
+    epsilon: float
+    delta: float = 1e-5
+    batch_size: int = 64
+    epochs: float = 20.0
+    max_grad_norm: float = 1.0  # C
+    noise_multiplier: float | None = None  # sigma; None: the smallest that fits the budget
+    n_critic: int = 1  # discriminator steps per generator step
+    loss: str = "bce"
+    lr_d: float = 2e-4
+    lr_g: float = 2e-4
+    beta1: float = 0.5
+    z_dim: int = 100
+    groups: int = 2  # GroupNorm groups (replacing BatchNorm)
+    train_limit: int | None = None
+    n_samples: int = 100_000
+    eval_epochs: int = 600
+    eval_lr: float = 2e-3
+    eval_batch_size: int = 512
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        positive_float("epsilon", self.epsilon)
+        if not 0 < self.delta < 1:
+            raise ValueError(f"delta must be in (0, 1), got {self.delta}")
+        for name in ("batch_size", "n_critic", "z_dim", "groups", "n_samples", "eval_epochs",
+                     "eval_batch_size"):
+            positive_int(name, getattr(self, name))
+        for name in ("epochs", "max_grad_norm", "lr_d", "lr_g", "eval_lr"):
+            positive_float(name, getattr(self, name))
+        if self.noise_multiplier is not None:
+            positive_float("noise_multiplier", self.noise_multiplier)
+        if not 0 <= self.beta1 < 1:
+            raise ValueError(f"beta1 must be in [0, 1), got {self.beta1}")
+        choice("loss", self.loss, ("bce", "hinge"))
+        if self.train_limit is not None:
+            positive_int("train_limit", self.train_limit)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DPGANConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown DP-GAN config keys: {sorted(unknown)}")
+        return cls(**d)
+
+
+def dpsgd_event(q: float, sigma: float, steps: int) -> dp_accounting.DpEvent:
+    """T steps of Poisson-subsampled Gaussian DP-SGD (add/remove-one neighbours)."""
+    return dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps)
+
+
+def dpsgd_epsilon(q: float, sigma: float, steps: int, delta: float,
+                  conversion: str = "rdp") -> float:
+    if steps == 0:
+        return 0.0
+    choice("conversion", conversion, ("rdp", "pld"))
+    acc = rdp.RdpAccountant(orders=list(RDP_ORDERS)) if conversion == "rdp" else \
+        pld.PLDAccountant()
+    acc.compose(dpsgd_event(q, sigma, steps))
+    return float(acc.get_epsilon(delta))
+
+
+def calibrate_sigma(epsilon: float, q: float, steps: int, delta: float,
+                    rtol: float = 1e-4) -> float:
+    """Smallest sigma (to ``rtol``, rounded up) with ``steps`` DP-SGD steps within epsilon
+    under the RDP accountant. (dp_accounting logs, through absl, the low orders it skips for
+    small sigmas during the search; those messages are silenced here.)"""
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    lo, hi = 0.1, 1.0
+    while dpsgd_epsilon(q, hi, steps, delta) > epsilon:
+        lo, hi = hi, hi * 2
+        if hi > 1e6:
+            raise ValueError("no noise multiplier below 1e6 reaches that epsilon")
+    while hi / lo - 1 > rtol:
+        mid = math.sqrt(lo * hi)
+        if dpsgd_epsilon(q, mid, steps, delta) <= epsilon:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+class DPDiscriminator(nn.Module):
+    """``models.Discriminator`` with ``nn`` layers Opacus can sample per example and GroupNorm
+    instead of BatchNorm (see module doc)."""
+
+    def __init__(self, y_dim: int, shape: tuple[int, int, int], groups: int = 2):
+        super().__init__()
+        c, h, w = shape
+        c1, c2 = c + y_dim, DF_DIM + y_dim
+        self.conv0 = nn.Conv2d(c + y_dim, c1, KERNEL, stride=2)
+        self.conv1 = nn.Conv2d(c1 + y_dim, c2, KERNEL, stride=2)
+        self.norm1 = nn.GroupNorm(_groups(groups, c2), c2)
+        self.fc2 = nn.Linear(c2 * (h // 4) * (w // 4) + y_dim, DFC_DIM)
+        self.norm2 = nn.GroupNorm(_groups(groups, DFC_DIM), DFC_DIM)
+        self.fc3 = nn.Linear(DFC_DIM + y_dim, 1)
+        with torch.no_grad():
+            for conv in (self.conv0, self.conv1):
+                nn.init.trunc_normal_(conv.weight, std=0.02, a=-0.04, b=0.04)
+                conv.bias.zero_()
+            for fc in (self.fc2, self.fc3):
+                fc.weight.normal_(0.0, 0.02)
+                fc.bias.zero_()
+
+    def forward(self, x: torch.Tensor, y_onehot: torch.Tensor) -> torch.Tensor:
+        h = F.leaky_relu(self.conv0(same_pad(cond_concat(x, y_onehot))), 0.2)
+        h = F.leaky_relu(self.norm1(self.conv1(same_pad(cond_concat(h, y_onehot)))), 0.2)
+        h = torch.cat([h.flatten(1), y_onehot], 1)
+        h = F.leaky_relu(self.norm2(self.fc2(h)), 0.2)
+        return self.fc3(torch.cat([h, y_onehot], 1)).squeeze(1)
+
+
+def _groups(groups: int, channels: int) -> int:
+    """The largest divisor of ``channels`` not above ``groups``."""
+    return max(g for g in range(1, groups + 1) if channels % g == 0)
+
+
+class DPGAN:
+    """DP-GAN as a harness method (see module doc); one harness step = one discriminator
+    step (plus the generator step every ``n_critic``)."""
+
+    name = "dpgan"
+    config_class = DPGANConfig
+
+    def __init__(self, cfg: DPGANConfig, *, seed: int = 0, device: str = "auto",
+                 data_dir: str | Path | None = None, profile: str = "custom"):
+        from opacus import GradSampleModule
+        from opacus.optimizers import DPOptimizer
+
+        from ..datalens import resolve_device
+
+        self.cfg, self.seed, self.profile = cfg, int(seed), profile
+        self.device = resolve_device(device)
+        ds = load_dataset(cfg.dataset, data_dir)
+        x, y = ds.x_train, ds.y_train
+        if cfg.train_limit is not None:
+            x, y = x[: cfg.train_limit], y[: cfg.train_limit]
+        self.n = len(x)
+        if cfg.batch_size > self.n:
+            raise ValueError(f"batch_size {cfg.batch_size} exceeds the {self.n} training images")
+        self.q = cfg.batch_size / self.n
+        self.planned = max(1, round(cfg.epochs * self.n / cfg.batch_size))
+        self.sigma = cfg.noise_multiplier or calibrate_sigma(cfg.epsilon, self.q, self.planned,
+                                                             cfg.delta)
+        # the ledger is data-independent: the steps the budget allows are known in advance
+        fits = _largest_within(lambda t: dpsgd_epsilon(self.q, self.sigma, t, cfg.delta),
+                               cfg.epsilon, upper_limit=2**40)
+        if fits == 0:
+            raise ValueError(f"epsilon {cfg.epsilon} is below what one discriminator step "
+                             f"costs with noise multiplier {self.sigma:.4g}")
+        self.planned = min(self.planned, fits)
+        self.shape, self.y_dim = ds.shape, ds.num_classes
+        self.x = torch.from_numpy(x).to(self.device)
+        self.y = torch.from_numpy(y).to(self.device)
+        self.gen = torch.Generator().manual_seed(self.seed)  # Poisson sampling, z, labels
+        self.noise_gen = torch.Generator(device=self.device).manual_seed(self.seed + 1)
+        torch.manual_seed(self.seed + 2)
+        self.G = Generator(cfg.z_dim, self.y_dim, self.shape).to(self.device)
+        self.D = GradSampleModule(DPDiscriminator(self.y_dim, self.shape, cfg.groups)
+                                  .to(self.device))
+        betas = (cfg.beta1, 0.999)
+        self.g_opt = torch.optim.Adam(self.G.parameters(), lr=cfg.lr_g, betas=betas)
+        self.d_opt = DPOptimizer(torch.optim.Adam(self.D.parameters(), lr=cfg.lr_d, betas=betas),
+                                 noise_multiplier=self.sigma, max_grad_norm=cfg.max_grad_norm,
+                                 expected_batch_size=cfg.batch_size,
+                                 generator=self.noise_gen)
+        self.d_steps, self.elapsed = 0, 0.0
+        self.history: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ harness contract
+
+    @property
+    def steps_done(self) -> int:
+        return self.d_steps
+
+    @property
+    def train_seconds(self) -> float:
+        return self.elapsed
+
+    def total_steps(self) -> int:
+        return self.planned
+
+    def epsilon(self, conversion: str = "rdp", steps: int | None = None) -> float:
+        return dpsgd_epsilon(self.q, self.sigma, self.d_steps if steps is None else steps,
+                             self.cfg.delta, conversion)
+
+    def can_step(self) -> bool:
+        return self.d_steps < self.planned  # planned steps fit the budget (see __init__)
+
+    def _onehot(self, y: torch.Tensor) -> torch.Tensor:
+        return F.one_hot(y, self.y_dim).to(torch.float32)
+
+    def _d_loss(self, logits: torch.Tensor, real: bool) -> torch.Tensor:
+        """Per-example losses."""
+        if self.cfg.loss == "hinge":
+            return F.relu(1 - logits) if real else F.relu(1 + logits)
+        return F.softplus(-logits) if real else F.softplus(logits)
+
+    def _fake(self, b: int) -> tuple[torch.Tensor, torch.Tensor]:
+        y = torch.randint(0, self.y_dim, (b,), generator=self.gen).to(self.device)
+        z = (torch.rand(b, self.cfg.z_dim, generator=self.gen) * 2 - 1).to(self.device)
+        return self.G(z, self._onehot(y)), self._onehot(y)
+
+    def step(self) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        cfg, b = self.cfg, self.cfg.batch_size
+        mask = torch.rand(self.n, generator=self.gen) < self.q  # Poisson sampling
+        idx = mask.nonzero().squeeze(1).to(self.device)
+        self.d_opt.zero_grad(set_to_none=True)
+        if len(idx):
+            real = self.D(self.x[idx], self._onehot(self.y[idx]))
+            # mean loss: Opacus rescales per-example gradients to the examples' own losses
+            # and divides the noisy sum by the expected batch size (loss_reduction "mean")
+            self._d_loss(real, True).mean().backward()
+            self.d_opt.pre_step()  # clip per example, sum, add N(0, sigma^2 C^2), / B
+        else:  # an empty Poisson batch still releases the noise
+            for p in self.D.parameters():
+                p.grad = torch.normal(0.0, self.sigma * cfg.max_grad_norm, p.shape,
+                                      generator=self.noise_gen, device=self.device) / b
+        d_real = float(self._d_loss(real, True).mean().detach()) if len(idx) else float("nan")
+        fake, fy = self._fake(b)
+        self.D.disable_hooks()  # the fake half touches no record: its exact gradient is added
+        try:
+            fake_loss = self._d_loss(self.D(fake.detach(), fy), False).mean()
+            with warnings.catch_warnings():  # Opacus's hooks, disabled here, still announce
+                warnings.filterwarnings("ignore", message="Full backward hook is firing")
+                fake_loss.backward()
+        finally:
+            self.D.enable_hooks()
+        self.d_opt.original_optimizer.step()
+        self.d_steps += 1
+        row: dict[str, Any] = {"step": self.d_steps, "real_batch": int(len(idx)),
+                               "d_loss": d_real + float(fake_loss.detach())}
+        if self.d_steps % cfg.n_critic == 0:
+            self.D.disable_hooks()
+            try:
+                fake, fy = self._fake(b)
+                logits = self.D(fake, fy)
+                g_loss = -logits.mean() if cfg.loss == "hinge" else F.softplus(-logits).mean()
+                self.g_opt.zero_grad(set_to_none=True)
+                g_loss.backward()
+                self.g_opt.step()
+            finally:
+                self.D.enable_hooks()
+            self.D.zero_grad(set_to_none=True)
+            row["g_loss"] = float(g_loss.detach())
+        dt = time.perf_counter() - t0
+        self.elapsed += dt
+        row["seconds"] = dt
+        if self.d_steps % max(1, self.planned // 200) == 0 or not self.can_step():
+            row["epsilon"] = self.epsilon()  # about 200 rows per run (the accountant is slow)
+            self.history.append(row)
+        return row
+
+    def sample(self, n: int, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
+        from ..datalens import sample_generator
+
+        return sample_generator(self.G, n, self.cfg.batch_size, generator, self.device)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"config": self.cfg.to_dict(), "seed": self.seed, "d_steps": self.d_steps,
+                "elapsed": self.elapsed, "G": self.G.state_dict(),
+                "D": self.D._module.state_dict(), "g_opt": self.g_opt.state_dict(),
+                "d_opt": self.d_opt.original_optimizer.state_dict(),
+                "gen": self.gen.get_state(), "noise_gen": self.noise_gen.get_state(),
+                "history": self.history}
+
+    def load_state_dict(self, st: dict[str, Any]) -> None:
+        if DPGANConfig.from_dict(st["config"]) != self.cfg or st["seed"] != self.seed:
+            raise ValueError("the checkpoint was written by a different config or seed; use "
+                             "another output folder or delete it")
+        self.d_steps, self.elapsed = int(st["d_steps"]), float(st["elapsed"])
+        self.G.load_state_dict(st["G"])
+        self.D._module.load_state_dict(st["D"])
+        self.g_opt.load_state_dict(st["g_opt"])
+        self.d_opt.original_optimizer.load_state_dict(st["d_opt"])
+        self.gen.set_state(st["gen"])
+        self.noise_gen.set_state(st["noise_gen"])
+        self.history = list(st["history"])
+
+    def record(self) -> dict[str, Any]:
+        from opacus.accountants import RDPAccountant
+
+        opacus_acc = RDPAccountant()
+        if self.d_steps:
+            opacus_acc.history = [(self.sigma, self.q, self.d_steps)]
+        return {
+            "epsilon": {"rdp": self.epsilon("rdp"), "pld": self.epsilon("pld"),
+                        "opacus_rdp": opacus_acc.get_epsilon(self.cfg.delta) if self.d_steps
+                        else 0.0},
+            "conversion": "rdp", "noise_multiplier": self.sigma, "sample_rate": self.q,
+            "batch": self.cfg.batch_size, "train_images": self.n,
+            "privacy": {
+                "mechanism": "DP-SGD on the discriminator (Opacus): Poisson sampling, "
+                             "per-example clipping, Gaussian noise",
+                "sensitivity": f"L2 C = {self.cfg.max_grad_norm} per example",
+                "accountant": f"PoissonSampledDpEvent(q = {self.q:.6g}, "
+                              f"GaussianDpEvent({self.sigma:.6g})) x {self.d_steps} steps; "
+                              "dp_accounting RDP (stopping) and PLD, Opacus RDP cross-check",
+                "neighbouring": "add or remove one record",
+                "dp_guarantee": "epsilon under rdp and pld (data-independent)",
+            },
+        }

@@ -1,0 +1,181 @@
+"""The run loop every generator method shares: train until the method's budget is spent,
+checkpoint and resume, a progress bar, sample, then write ``samples.npz`` and ``run.json``.
+
+A method is an object with this contract (``Method``); the harness knows nothing else about
+it. It follows DPImageBench's load -> train -> generate shape, with what that harness lacks:
+every method reports its privacy spent under each ledger, and records are files, not logs.
+
+Files in the output folder:
+
+- ``checkpoint.pt``: ``method.state_dict()`` plus the commit the run started from, written
+  every ``checkpoint_every`` steps (temp file, then rename). Resuming memory-maps it on the CPU
+  and the method copies it into its own tensors, so a paper-size state (18 GB on CPU) is never
+  held twice.
+- ``samples.npz`` (``x`` float16 images, ``y`` int64 labels), then ``run.json`` last with
+  ``"status": "complete"``: a folder without ``run.json`` is not a finished run.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from ..provenance import atomic_save, atomic_write_json, git_sha, peak_rss_gib, provenance
+
+SAMPLE_SEED_OFFSET = 4  # the sampling generator is seeded with seed + 4 (DataLens's streams)
+
+
+class Method(Protocol):
+    """What the harness needs from a generator method.
+
+    ``name``: registry key (``datalens``, ``dcgan``, ...). ``cfg``: the method's frozen config
+    (``to_dict()``, ``dataset``, ``epsilon``, ``n_samples``). ``seed``, ``profile``,
+    ``device``. ``steps_done`` and ``train_seconds``: progress so far (part of the state).
+    ``can_step()``: whether one more step fits the budget (privacy or schedule).
+    ``step()``: one step; returns its history row (``epsilon`` spent so far, losses, ...).
+    ``total_steps()``: the planned number of steps (for the progress bar), or None.
+    ``sample(n, generator)``: n images (float, in [0, 1]) and labels, as numpy arrays.
+    ``state_dict()`` / ``load_state_dict(st)``: everything a resumed run needs to continue
+    exactly (weights, optimisers, RNG states, ledgers, history); ``load_state_dict`` refuses a
+    state written with another config or seed.
+    ``record()``: the method's own part of ``run.json``: ``epsilon`` (ε under each ledger),
+    ``privacy`` (mechanism, sensitivity, neighbouring relation, accountant, which ledger is a
+    DP guarantee) and anything else it measures.
+    """
+
+    name: str
+    cfg: Any
+    seed: int
+    profile: str
+    device: torch.device
+    history: list[dict[str, Any]]
+
+    @property
+    def steps_done(self) -> int: ...
+
+    @property
+    def train_seconds(self) -> float: ...
+
+    def can_step(self) -> bool: ...
+
+    def step(self) -> dict[str, Any]: ...
+
+    def total_steps(self) -> int | None: ...
+
+    def sample(self, n: int, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+    def record(self) -> dict[str, Any]: ...
+
+
+class Run:
+    """One method's run into one output folder (see module doc)."""
+
+    def __init__(self, method: Method, out_dir: str | Path, *, checkpoint_every: int = 10,
+                 progress: bool = True):
+        self.method, self.out = method, Path(out_dir)
+        if int(checkpoint_every) < 0:
+            raise ValueError(f"checkpoint_every must be >= 0, got {checkpoint_every}")
+        self.checkpoint_every = int(checkpoint_every)
+        self.progress = progress
+        self.git_sha_at_start = git_sha()  # the code this process runs, whatever HEAD is later
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.out / "checkpoint.pt"
+
+    def save_checkpoint(self) -> None:
+        state = {**self.method.state_dict(), "git_sha_at_start": self.git_sha_at_start}
+        atomic_save(self.checkpoint_path, lambda tmp: torch.save(state, tmp))
+
+    def load_checkpoint(self) -> bool:
+        if not self.checkpoint_path.exists():
+            return False
+        # memory-mapped on the CPU: the method copies the tensors into its own (on its
+        # device); generator states stay CPU byte tensors, as ``Generator.set_state`` needs
+        st = torch.load(self.checkpoint_path, map_location="cpu", weights_only=True, mmap=True)
+        self.method.load_state_dict(st)
+        # the commit the run started from (checkpoints before this key: the resuming one's)
+        self.git_sha_at_start = st.get("git_sha_at_start", self.git_sha_at_start)
+        return True
+
+    def run(self, resume: bool = False, stop_after: int | None = None) -> dict[str, Any]:
+        """Step until ``method.can_step()`` is False, then write ``samples.npz`` and
+        ``run.json``. ``stop_after`` ends this call after that many new steps (an
+        interruption: the checkpoint is kept) and returns a partial record."""
+        m = self.method
+        self.out.mkdir(parents=True, exist_ok=True)
+        if (self.out / "run.json").exists() and not resume:
+            raise FileExistsError(f"{self.out} already holds a finished run; pass resume=True "
+                                  "to reuse it or choose another output folder")
+        resumed = resume and self.load_checkpoint()
+        t_start = time.perf_counter()
+        done_here = 0
+        bar = tqdm(total=m.total_steps(), initial=m.steps_done, disable=not self.progress,
+                   unit="step", desc=f"{m.name} {m.cfg.dataset} eps<={m.cfg.epsilon}")
+        try:
+            while m.can_step():
+                row = m.step()
+                done_here += 1
+                bar.update(1)
+                bar.set_postfix({k: f"{v:.3f}" for k, v in row.items()
+                                 if k in ("epsilon", "d_loss", "g_loss")
+                                 and isinstance(v, float)})
+                if self.checkpoint_every and m.steps_done % self.checkpoint_every == 0:
+                    self.save_checkpoint()
+                if stop_after is not None and done_here >= stop_after:
+                    self.save_checkpoint()
+                    return {"status": "interrupted", "step": m.steps_done}
+        finally:
+            bar.close()
+        if self.checkpoint_every:
+            self.save_checkpoint()
+        t_sample = time.perf_counter()
+        x, y = m.sample(m.cfg.n_samples,
+                        torch.Generator().manual_seed(m.seed + SAMPLE_SEED_OFFSET))
+        sample_seconds = time.perf_counter() - t_sample
+
+        def _write(tmp: str) -> None:
+            with open(tmp, "wb") as fh:
+                np.savez_compressed(fh, x=x, y=y)
+
+        atomic_save(self.out / "samples.npz", _write)
+        record = self.record(sample_seconds, resumed, time.perf_counter() - t_start)
+        atomic_write_json(self.out / "run.json", record)
+        return record
+
+    def record(self, sample_seconds: float, resumed: bool,
+               wall_this_call: float) -> dict[str, Any]:
+        """``run.json``: the shared fields, the method's own (``method.record()``), then
+        provenance; ``git_sha`` is the commit the run started from."""
+        m, cfg = self.method, self.method.cfg
+        rec: dict[str, Any] = {
+            "status": "complete", "method": m.name, "config": cfg.to_dict(),
+            "profile": m.profile, "seed": m.seed, "device": str(m.device),
+            "target_epsilon": cfg.epsilon if math.isfinite(cfg.epsilon) else None,  # None: ∞
+            "delta": getattr(cfg, "delta", None),
+            "steps": m.steps_done,
+            "timings": {"train_seconds": m.train_seconds, "sample_seconds": sample_seconds,
+                        "seconds_per_step": m.train_seconds / max(1, m.steps_done),
+                        "wall_seconds_last_call": wall_this_call},
+            "peak_rss_gib": peak_rss_gib(), "resumed": resumed,
+            "samples": {"file": "samples.npz", "n": cfg.n_samples, "dtype": "float16"},
+            "history": m.history,
+        }
+        rec.update(m.record())
+        if m.device.type == "cuda":
+            rec["cuda_peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
+        rec.update(provenance())
+        if rec.get("git_sha") not in (None, self.git_sha_at_start):
+            rec["git_sha_at_end"] = rec["git_sha"]  # HEAD moved while the run trained
+        rec["git_sha"] = self.git_sha_at_start
+        return rec

@@ -1,0 +1,125 @@
+"""G-PATE's aggregator and ledger: histogram additivity, the sensitivities the ledger
+assumes (checked against adversarial single-teacher changes), Confident-GNMax's answers, and
+the Gaussian composition the ledger relies on."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from datalens_lib.aggregation.gpate import (
+    back_project,
+    confident_gnmax,
+    projected_histogram,
+    random_projection,
+)
+from datalens_lib.data.partition import shuffled_partition
+from datalens_lib.privacy import topagg_epsilon
+from datalens_lib.privacy.gaussian import (
+    GaussianQueryAccountant,
+    gaussian_epsilon,
+    gpate_noise_multiplier,
+)
+
+S = 1e-4
+
+
+def _setup(q=3, n=20, d=50, p=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    grads = torch.randn(q, n, d, generator=g) * 1e-3
+    proj = random_projection(q, d, p, g)
+    return grads, proj
+
+
+def test_projection_entries_have_variance_one_over_p():
+    proj = random_projection(4, 500, 10, torch.Generator().manual_seed(1))
+    assert proj.shape == (4, 500, 10)
+    assert proj.var().item() == pytest.approx(0.1, rel=0.05)
+
+
+def test_histogram_counts_every_teacher_once_and_adds_over_chunks():
+    grads, proj = _setup()
+    full = projected_histogram(grads, proj, S, 10)
+    assert full.shape == (3, 4, 10) and torch.all(full.sum(-1) == 20)
+    parts = projected_histogram(grads[:, :7], proj, S, 10) + projected_histogram(
+        grads[:, 7:], proj, S, 10)
+    assert torch.equal(full, parts)
+    # bins: clipped values land in the edge bins, +s in the last one
+    edge = torch.zeros(1, 3, 2)
+    pr = torch.eye(2).unsqueeze(0)
+    edge[0, 0] = torch.tensor([-1.0, 1.0])  # far outside: clipped
+    edge[0, 1] = torch.tensor([S, -S])
+    edge[0, 2] = torch.tensor([0.0, 0.5 * S])
+    h = projected_histogram(edge, pr, S, 10)
+    assert h[0, 0, 0] == 1 and h[0, 0, 9] == 1 and h[0, 0, 5] == 1  # dim 0: -s, +s, 0
+    assert h[0, 1, 9] == 1 and h[0, 1, 0] == 1 and h[0, 1, 7] == 1  # dim 1: +s, -s, s/2
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_one_teacher_changes_max_count_by_one_and_histogram_by_sqrt2(seed):
+    """The sensitivities the ledger charges, against adversarial replacements of one
+    teacher's gradient (clipped to either edge, zero, or another teacher's)."""
+    grads, proj = _setup(seed=seed)
+    base = projected_histogram(grads, proj, S, 10)
+    for t in (0, 7, 19):
+        for new in (torch.full_like(grads[:, t], 1.0), torch.full_like(grads[:, t], -1.0),
+                    torch.zeros_like(grads[:, t]), grads[:, (t + 1) % 20], -grads[:, t]):
+            other = grads.clone()
+            other[:, t] = new
+            h = projected_histogram(other, proj, S, 10)
+            assert (h.max(-1).values - base.max(-1).values).abs().max() <= 1
+            assert (h - base).pow(2).sum(-1).sqrt().max() <= math.sqrt(2) + 1e-12
+
+
+def test_confident_gnmax_answers_the_winning_bin_centre_only_when_confident():
+    counts = torch.zeros(1, 3, 10, dtype=torch.float64)
+    counts[0, 0, 2] = 8  # 8 of 10 teachers agree: answered, centre of bin 2
+    counts[0, 0, 7] = 2
+    counts[0, 1, 4] = 4  # 4 of 10 below 0.5 N: not answered
+    counts[0, 1, 5] = 3
+    counts[0, 1, 6] = 3
+    counts[0, 2, 9] = 6  # answered, last bin
+    counts[0, 2, 0] = 4
+    g = torch.Generator().manual_seed(0)
+    ans, ok = confident_gnmax(counts, 10, 1e-9, 1e-9, 0.5, S, g)
+    assert ok.tolist() == [[True, False, True]]
+    assert ans[0, 0].item() == pytest.approx(-S + 2.5 * S / 5)
+    assert ans[0, 1].item() == 0.0
+    assert ans[0, 2].item() == pytest.approx(0.9 * S)
+    with pytest.raises(ValueError, match="threshold_frac"):
+        confident_gnmax(counts, 10, 1.0, 1.0, 0.0, S, g)
+
+
+def test_back_projection_is_r_times_p_transposed():
+    _, proj = _setup()
+    r = torch.randn(3, 4)
+    out = back_project(r, proj)
+    assert torch.allclose(out[1], proj[1] @ r[1])
+
+
+def test_ledger_composes_gaussians_and_matches_topagg_for_the_same_multiplier():
+    z = gpate_noise_multiplier(3000, 1000, 10)
+    assert z == pytest.approx(1 / math.sqrt(10 / 3000**2 + 20 / 1000**2))
+    # the same multiplier as TopAgg's sigma / (2 sqrt k): the same epsilon, every conversion
+    k, sigma = 200, 5000.0
+    for conv in ("paper", "rdp", "pld"):
+        assert gaussian_epsilon(1290, sigma / (2 * math.sqrt(k)), 1e-5, conv) == pytest.approx(
+            topagg_epsilon(1290, k, sigma, 1e-5, conv), rel=1e-9)
+    acc = GaussianQueryAccountant(z, 1e-5)
+    acc.add_queries(30)
+    assert acc.epsilon_if(15) == gaussian_epsilon(45, z, 1e-5)
+    again = GaussianQueryAccountant.from_state_dict(acc.state_dict())
+    assert again.epsilon("pld") == acc.epsilon("pld") and again.queries == 30
+    assert acc.event().count == 30
+    with pytest.raises(ValueError, match="proj_dim"):
+        gpate_noise_multiplier(1.0, 1.0, 0)
+
+
+def test_shuffled_partition_is_disjoint_contiguous_and_seeded():
+    a = shuffled_partition(103, 10, 307)
+    assert a.shape == (10, 10) and len(np.unique(a)) == 100
+    assert np.array_equal(a, shuffled_partition(103, 10, 307))
+    assert not np.array_equal(a, shuffled_partition(103, 10, 1))
+    with pytest.raises(ValueError, match="cannot give"):
+        shuffled_partition(5, 10, 0)

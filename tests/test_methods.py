@@ -1,0 +1,157 @@
+"""The harness contract, parametrised over the method registry: every method trains its
+smoke profile, resumes after an interruption to the same result, writes a complete record
+that the evaluation reads, and refuses bad input before allocating."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from conftest import real_dataset_dir
+
+from datalens_lib import cli
+from datalens_lib.config import available_configs, load_config
+from datalens_lib.methods import METHODS, method_class
+from datalens_lib.methods.harness import Run
+
+
+@pytest.fixture(scope="module")
+def mnist_dir():
+    return real_dataset_dir("mnist")
+
+
+SMOKE = {"datalens": "mnist-eps1", "dcgan": "mnist-epsinf", "gpate": "mnist-eps1",
+         "dpgan": "mnist-eps1"}
+PINNED = {"datalens": {"max_steps": 3, "n_samples": 60}, "dcgan": {"n_samples": 128},
+          "gpate": {"n_samples": 60}, "dpgan": {"n_samples": 64}}
+
+
+def test_every_registered_method_has_a_smoke_config():
+    assert set(SMOKE) == set(METHODS)
+    for name, config in SMOKE.items():
+        assert config in available_configs(name)
+        cfg = load_config(config, "smoke", method=name)
+        assert isinstance(cfg, method_class(name).config_class)
+
+
+def _method(name, data_dir, **over):
+    cfg = load_config(SMOKE[name], "smoke", method=name, **{**PINNED[name], **over})
+    return method_class(name)(cfg, seed=3, device="cpu", data_dir=data_dir, profile="smoke")
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_resume_after_an_interruption_gives_the_same_run(name, tmp_path, mnist_dir):
+    whole = Run(_method(name, mnist_dir), tmp_path / "a", checkpoint_every=1,
+                progress=False).run()
+    cut = Run(_method(name, mnist_dir), tmp_path / "b", checkpoint_every=1, progress=False)
+    assert cut.run(stop_after=1) == {"status": "interrupted", "step": 1}
+    assert not (tmp_path / "b" / "run.json").exists()
+    again = Run(_method(name, mnist_dir), tmp_path / "b", checkpoint_every=1, progress=False)
+    rec = again.run(resume=True)
+    assert rec["resumed"] is True and whole["resumed"] is False
+    assert rec["status"] == "complete" and rec["method"] == name
+    assert rec["steps"] == whole["steps"] >= 2 and rec["epsilon"] == whole["epsilon"]
+    a, b = (np.load(tmp_path / d / "samples.npz") for d in ("a", "b"))
+    assert a["x"].shape[0] == PINNED[name]["n_samples"] and np.array_equal(a["y"], b["y"])
+    np.testing.assert_allclose(a["x"].astype(np.float32), b["x"].astype(np.float32),
+                               atol=2e-3)
+    for h1, h2 in zip(whole["history"], rec["history"], strict=True):
+        assert h1["step"] == h2["step"]
+        for k in ("d_loss", "g_loss"):
+            if k in h1:
+                assert h1[k] == pytest.approx(h2[k], rel=1e-4)
+    assert rec["privacy"]["dp_guarantee"] and json.loads(
+        (tmp_path / "b" / "run.json").read_text())["status"] == "complete"
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_cli_trains_and_evaluates_every_method(name, tmp_path, mnist_dir, monkeypatch,
+                                                capsys):
+    monkeypatch.setenv("DATALENS_DATA_DIR", str(mnist_dir.parent))
+    sets = [a for k, v in PINNED[name].items() for a in ("--set", f"{k}={v}")]
+    out = tmp_path / "run"
+    assert cli.main(["train", "--method", name, "--config", SMOKE[name], "--profile", "smoke",
+                     "--out", str(out), "--device", "cpu", *sets]) == 0
+    assert f"done: {name}" in capsys.readouterr().out
+    assert cli.main(["evaluate", str(out), "--epochs", "1", "--device", "cpu"]) == 0
+    ev = json.loads((out / "eval-1ep.json").read_text())
+    assert 0.0 <= ev["clean"] <= ev["paper"] <= 1.0
+
+
+def test_bad_input_is_refused_with_the_valid_choices(tmp_path, mnist_dir, capsys):
+    with pytest.raises(ValueError, match="unknown method 'nope'; available: datalens, dcgan, "
+                                         "gpate, dpgan"):
+        method_class("nope")
+    with pytest.raises(ValueError, match="unknown config 'mnist-eps1' for method 'dcgan'; "
+                                         "available: fashion-mnist-epsinf, mnist-epsinf"):
+        load_config("mnist-eps1", "smoke", method="dcgan")
+    with pytest.raises(ValueError, match="^profile must be one of"):
+        load_config("mnist-epsinf", "tiny", method="dcgan")
+    with pytest.raises(ValueError, match="non-private: epsilon must be inf"):
+        load_config("mnist-epsinf", "smoke", method="dcgan", epsilon=1.0)
+    with pytest.raises(ValueError, match="unknown DC-GAN config keys: \\['k'\\]"):
+        load_config("mnist-epsinf", "smoke", method="dcgan", k=3)
+    assert cli.main(["train", "--method", "nope", "--config", "mnist-eps1", "--out",
+                     str(tmp_path / "x")]) == 2
+    assert "available: datalens, dcgan, gpate, dpgan" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="below what one generator step costs"):
+        _method("datalens", mnist_dir, epsilon=1e-3)
+    with pytest.raises(ValueError, match="batch_size 64 exceeds the 10 training images"):
+        _method("dcgan", mnist_dir, train_limit=10)
+
+
+def test_dcgan_is_recorded_as_non_private(tmp_path, mnist_dir):
+    rec = Run(_method("dcgan", mnist_dir, epochs=1), tmp_path, checkpoint_every=0,
+              progress=False).run()
+    assert rec["target_epsilon"] is None and rec["epsilon"] == {}
+    assert rec["config"]["epsilon"] is None and rec["privacy"]["dp_guarantee"] == "none"
+    assert rec["history"][0]["batches"] == 320 // 64
+    assert torch.isfinite(torch.tensor(rec["history"][0]["d_loss"]))
+
+
+def test_gpate_paper_settings_give_the_official_query_budgets():
+    """The data-independent ledger allows 1971 queries (131 steps of 15) at MNIST eps = 1 and
+    1519 (50 steps of 30) at eps = 10 under the official conversion (shared notes)."""
+    from datalens_lib.privacy.gaussian import gaussian_max_queries, gpate_noise_multiplier
+
+    for config, queries, batch in (("mnist-eps1", 1971, 15), ("mnist-eps10", 1519, 30)):
+        cfg = load_config(config, "paper", method="gpate")
+        z = gpate_noise_multiplier(cfg.sigma_thresh, cfg.sigma_vote, cfg.proj_dim)
+        assert gaussian_max_queries(cfg.epsilon, z, cfg.delta, "paper") == queries
+        assert 60000 // cfg.teachers == batch
+
+
+def test_gpate_run_spends_its_ledger_and_answers(tmp_path, mnist_dir):
+    m = _method("gpate", mnist_dir)
+    rec = Run(m, tmp_path, checkpoint_every=0, progress=False).run()
+    assert rec["steps"] == 3 and rec["queries"] == 90
+    assert rec["epsilon"]["paper"] == pytest.approx(m.acc.epsilon("paper"))
+    assert rec["epsilon"]["pld"] < rec["epsilon"]["paper"] <= m.cfg.epsilon
+    assert all(0 <= h["answered_dims"] <= m.cfg.proj_dim for h in rec["history"])
+    assert "data-independent" in rec["privacy"]["dp_guarantee"]
+    # G-PATE's teachers hold shuffled contiguous parts, not DataLens's class-balanced ones
+    assert m.parts.shape == (10, 30) and len(set(m.parts.flatten().tolist())) == 300
+
+
+def test_dpgan_noise_is_calibrated_and_its_ledger_agrees_with_opacus(tmp_path, mnist_dir):
+    """sigma is the smallest that fits the planned steps in the budget (the values the shared
+    notes computed for the published batch sizes), and the record's RDP epsilon equals
+    Opacus's own accountant."""
+    from datalens_lib.methods.dpgan import calibrate_sigma, dpsgd_epsilon
+
+    for b, epochs, eps, sigma in ((64, 20, 1.0, 0.97), (64, 20, 10.0, 0.47),
+                                  (4096, 150, 1.0, 13.0)):
+        steps = round(epochs * 60000 / b)
+        got = calibrate_sigma(eps, b / 60000, steps, 1e-5)
+        assert got == pytest.approx(sigma, abs=0.01)
+        assert dpsgd_epsilon(b / 60000, got, steps, 1e-5) <= eps
+        assert dpsgd_epsilon(b / 60000, got * 0.99, steps, 1e-5) > eps
+    m = _method("dpgan", mnist_dir)
+    rec = Run(m, tmp_path, checkpoint_every=0, progress=False).run()
+    assert rec["steps"] == 10 and rec["sample_rate"] == pytest.approx(32 / 320)
+    assert rec["epsilon"]["rdp"] <= 1.0 and rec["epsilon"]["rdp"] == pytest.approx(
+        rec["epsilon"]["opacus_rdp"], rel=1e-6)
+    assert rec["epsilon"]["pld"] < rec["epsilon"]["rdp"]
+    assert rec["privacy"]["neighbouring"] == "add or remove one record"
+    with pytest.raises(ValueError, match="below what one discriminator step costs"):
+        _method("dpgan", mnist_dir, noise_multiplier=0.3, epsilon=0.01)
