@@ -157,6 +157,36 @@ def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] 
     return pd.DataFrame(rows)
 
 
+def snapshot_table(root: Path | None = None) -> pd.DataFrame:
+    """``tab:lowdp`` cells from budget snapshots of committed ε = 1 runs (any method): one
+    row per evaluated snapshot, with the paper's value for that method, dataset and budget.
+    Only snapshots marked ``exact`` (the run with that budget) are shown."""
+    rows = []
+    paper = paper_table("tab_lowdp.csv")
+    names = {v: k for k, v in PAPER_METHODS.items()}
+    for method in sorted({v for v in PAPER_METHODS.values()}):
+        for s in committed_runs(root, method=method):
+            rec = json.loads((Path(s["run_dir"]) / "run.json").read_text())
+            for snap in rec.get("snapshots", []):
+                if "samples" not in snap or not snap.get("exact"):
+                    continue
+                evs = sorted(Path(s["run_dir"]).glob(f"snapshot-eps{snap['budget']:g}-eval-"
+                                                     "*ep.json"))
+                if not evs:
+                    continue
+                ev = json.loads(evs[-1].read_text())
+                sel = paper[(paper["method"] == names[method])
+                            & (paper["dataset"] == s["dataset"])
+                            & (pd.to_numeric(paper["epsilon"]) == snap["budget"])]
+                rows.append({"method": names[method], "dataset": s["dataset"],
+                             "epsilon": snap["budget"], "run": f"{s['config']}/"
+                             f"{Path(s['run_dir']).name}", "profile": s["profile"],
+                             "step": snap["step"], "paper": float(sel["value"].iloc[0])
+                             if len(sel) else None, "ours": ev["paper"],
+                             "ours_clean": ev["clean"], "eval_epochs": ev["epochs"]})
+    return pd.DataFrame(rows)
+
+
 def committed_match(config: str, overrides: dict[str, Any] | None = None,
                     root: Path | None = None) -> dict[str, Any] | None:
     """A committed paper-profile run of ``config`` whose settings equal the paper profile with

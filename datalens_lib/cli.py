@@ -108,8 +108,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         cls = method_class(args.method)
         cfg = load_config(args.config, args.profile, method=args.method, **overrides)
         method = cls(cfg, seed=args.seed, device=args.device, profile=args.profile)
-        rec = Run(method, args.out, checkpoint_every=args.checkpoint_every).run(
-            resume=args.resume)
+        rec = Run(method, args.out, checkpoint_every=args.checkpoint_every,
+                  snapshot_budgets=tuple(args.snapshot_budgets or ())).run(resume=args.resume)
     except (ValueError, FileExistsError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -133,10 +133,18 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         return 2
     cfg = rec["config"]
     epochs = args.epochs or cfg["eval_epochs"]
+    samples, prefix = rec["samples"]["file"], ""
+    if args.snapshot is not None:
+        snaps = {s["budget"]: s for s in rec.get("snapshots", []) if "samples" in s}
+        if args.snapshot not in snaps:
+            print(f"error: no snapshot at budget {args.snapshot} in {run_dir}/run.json; it has "
+                  f"{sorted(snaps) or 'none'}", file=sys.stderr)
+            return 2
+        samples, prefix = snaps[args.snapshot]["samples"], f"snapshot-eps{args.snapshot:g}-"
     from .datalens import resolve_device
 
     device = str(resolve_device(args.device))
-    res = evaluate_samples(run_dir / rec["samples"]["file"], cfg["dataset"], epochs=epochs,
+    res = evaluate_samples(run_dir / samples, cfg["dataset"], epochs=epochs,
                            lr=cfg["eval_lr"], batch_size=cfg["eval_batch_size"], seed=args.seed,
                            device=device, limit=args.limit)
     res.update(provenance())
@@ -144,7 +152,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         from .book import schedule_check
 
         res["schedule_check"] = schedule_check(cfg, epochs, cfg["eval_epochs"])
-    name = args.name or f"eval-{epochs}ep.json"
+    if prefix:
+        res["snapshot"] = snaps[args.snapshot]
+    name = args.name or f"{prefix}eval-{epochs}ep.json"
     atomic_write_json(run_dir / name, res)
     print(f"test accuracy: paper protocol (max over epochs) {res['paper']:.4f}, "
           f"clean protocol (after {epochs} epochs) {res['clean']:.4f}"
@@ -266,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     tr.add_argument("--device", default="auto", help="auto | cpu | cuda")
     tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--snapshot-budgets", type=float, nargs="+", metavar="EPS",
+                    help="also keep the generator (and its samples) at these smaller budgets")
     tr.add_argument("--checkpoint-every", type=int, default=10, help="steps (0: never)")
     tr.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="override a config value (JSON literal), e.g. --set max_steps=5")
@@ -277,6 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--epochs", type=int, default=None, help="default: the config's")
     ev.add_argument("--device", default="auto")
     ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--snapshot", type=float, default=None, metavar="EPS",
+                    help="evaluate the samples of the generator snapshot at this budget")
     ev.add_argument("--limit", type=int, default=None, help="use only the first N samples")
     ev.add_argument("--name", default=None, help="output file name in the run folder")
 

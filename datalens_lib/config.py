@@ -13,6 +13,16 @@ from ._validate import choice, nonneg_float, positive_float, positive_int, proba
 PROFILES = ("smoke", "cpu", "paper")
 
 
+def config_from_dict(cls: Any, d: dict[str, Any], what: str = "") -> Any:
+    """``cls(**d)`` for a config dataclass, refusing unknown keys by name (missing keys take
+    their defaults). ``what`` names the method in the message (e.g. ``"DC-GAN "``)."""
+    known = {f.name for f in fields(cls)}
+    unknown = set(d) - known
+    if unknown:
+        raise ValueError(f"unknown {what}config keys: {sorted(unknown)}")
+    return cls(**d)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Everything a DataLens run (paper Alg. 1) depends on."""
@@ -87,11 +97,7 @@ class TrainConfig:
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         """From a dict; keys added to the config after a record was written take their
         defaults, so old records and checkpoints still load and compare."""
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown config keys: {sorted(unknown)}")
-        return cls(**d)
+        return config_from_dict(cls, d)
 
     def with_overrides(self, **kw: Any) -> TrainConfig:
         return replace(self, **kw)

@@ -296,9 +296,23 @@ class DataLens:
 
     # ------------------------------------------------------------------ harness contract
 
+    exact_snapshots = True  # the settings do not depend on the budget
+
     @property
     def steps_done(self) -> int:
         return self.state.step
+
+    def epsilon_after_next_step(self) -> float:
+        return self.acc.epsilon_if(self.batch, self.cfg.conversion)
+
+    def epsilon_spent(self) -> dict[str, float]:
+        return {c: self.acc.epsilon(c) for c in ("paper", "rdp", "pld")}
+
+    def generator_state(self) -> dict[str, torch.Tensor]:
+        return self.G.state_dict()
+
+    def load_generator_state(self, state: dict[str, torch.Tensor]) -> None:
+        self.G.load_state_dict(state)
 
     @property
     def train_seconds(self) -> float:

@@ -166,6 +166,13 @@ def schedule_sensitivity(accs: list[float], lengths=(10, 30, 100, 300)) -> dict[
             for n in lengths if n <= len(accs)}
 
 
+def _eval_checkpoint(samples: Path, seed: int) -> Path:
+    """``.eval-seed<S>.ckpt`` beside ``samples.npz`` (the name earlier evaluations resume
+    from); other sample files (budget snapshots) get their own ``.eval-<stem>-seed<S>.ckpt``."""
+    stem = "" if samples.name == "samples.npz" else f"{samples.stem}-"
+    return samples.parent / f".eval-{stem}seed{seed}.ckpt"
+
+
 def evaluate_samples(samples: str | Path, dataset: str, *, epochs: int = 600, lr: float = 2e-3,
                      batch_size: int = 512, seed: int = 0, device: str = "cpu",
                      data_dir: str | Path | None = None, limit: int | None = None,
@@ -180,7 +187,7 @@ def evaluate_samples(samples: str | Path, dataset: str, *, epochs: int = 600, lr
         raise ValueError(f"samples have shape {x.shape[1:]}, {dataset} images {ds.shape}")
     res = train_classifier(x, y, ds.x_test, ds.y_test, ds.num_classes, epochs=epochs, lr=lr,
                            batch_size=batch_size, seed=seed, device=device, progress=progress,
-                           checkpoint=Path(samples).parent / f".eval-seed{seed}.ckpt")
+                           checkpoint=_eval_checkpoint(Path(samples), seed))
     res["dataset"] = dataset
     return res
 

@@ -9,7 +9,10 @@
 #   bash scripts/cpu_queue.sh 2          # only job 2 (1-based)
 #
 # Jobs: method, config, results folder, evaluation epochs, then `datalens train --set`
-# overrides; records go to data/results/<method>/<config>/<folder>/.
+# overrides; records go to data/results/<method>/<config>/<folder>/. The token `+snap` keeps
+# generator snapshots at eps = 0.2, 0.4, 0.6, 0.8 (tab:lowdp; methods.harness) and evaluates
+# each. (Edit this file by writing a new one and renaming it over: a running bash keeps
+# reading the file it started from.)
 # bfloat16 Adam moments are what lets 4000 MNIST teachers fit 24 GiB (datalens_lib.ensemble).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,9 +21,9 @@ DL=${DL:-.venv/bin/datalens}
 JOBS=(
   "datalens mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
   "datalens mnist-eps1 paper-cpu-bf16 30 moment_dtype=bfloat16 chunk=12 compute_dtype=bfloat16"
-  "gpate mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12"
+  "gpate mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12 +snap"
   "dcgan mnist-epsinf cpu 30"
-  "gpate fashion-mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12"
+  "gpate fashion-mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12 +snap"
   "dcgan fashion-mnist-epsinf cpu 30"
 )
 
@@ -33,8 +36,11 @@ run_job() {
   if [[ -f $dest/run.json && -f $dest/eval-${epochs}ep.json ]]; then
     echo "[queue] $method/$cfg/$folder: already committed, skipped"; return
   fi
-  local sets=()
-  for kv in $overrides; do sets+=(--set "$kv"); done
+  local sets=() budgets=()
+  for kv in $overrides; do
+    if [[ $kv == +snap ]]; then budgets=(0.2 0.4 0.6 0.8); else sets+=(--set "$kv"); fi
+  done
+  ((${#budgets[@]})) && sets+=(--snapshot-budgets "${budgets[@]}")
   if ! grep -qs '"status": "complete"' "$out/run.json"; then
     echo "[queue] $method/$cfg/$folder: training"
     "$DL" train --method "$method" --config "$cfg" --profile "$profile" --out "$out" --resume \
@@ -44,8 +50,15 @@ run_job() {
     echo "[queue] $method/$cfg/$folder: evaluating ($epochs epochs; resumes from .eval-seed0.ckpt)"
     "$DL" evaluate "$out" --epochs "$epochs"
   fi
+  for b in "${budgets[@]}"; do
+    if [[ ! -f $out/snapshot-eps$b-eval-${epochs}ep.json ]]; then
+      echo "[queue] $method/$cfg/$folder: evaluating the eps = $b snapshot"
+      "$DL" evaluate "$out" --epochs "$epochs" --snapshot "$b"
+    fi
+  done
   mkdir -p "$dest"
   cp "$out/run.json" "$out/eval-${epochs}ep.json" "$dest/"
+  for b in "${budgets[@]}"; do cp "$out/snapshot-eps$b-eval-${epochs}ep.json" "$dest/"; done
   echo "[queue] $method/$cfg/$folder: records copied to $dest"
 }
 

@@ -189,3 +189,25 @@ def test_benchmark_runs_are_only_paper_run_records(tmp_path):
     (tmp_path / "a.json").write_text(json.dumps({"benchmark": "paper_run", "teachers": 4}))
     (tmp_path / "b.json").write_text(json.dumps({"benchmark": "bench_ensemble"}))
     assert [r["record"] for r in book.benchmark_runs(tmp_path)] == ["a"]
+
+
+def test_snapshot_table_reads_exact_evaluated_snapshots(tmp_path):
+    run = tmp_path / "gpate" / "mnist-eps1" / "paper"
+    run.mkdir(parents=True)
+    rec = {"method": "gpate", "config": {"dataset": "mnist"}, "target_epsilon": 1.0,
+           "profile": "paper", "seed": 0, "steps": 131, "epsilon": {"paper": 0.99},
+           "timings": {"train_seconds": 1.0, "seconds_per_step": 0.1}, "device": "cpu",
+           "hardware": {}, "history": [], "git_sha": "x",
+           "snapshots": [{"budget": 0.2, "step": 9, "samples": "samples-eps0.2.npz",
+                          "exact": True},
+                         {"budget": 0.4, "step": 30, "samples": "samples-eps0.4.npz",
+                          "exact": True},
+                         {"budget": 0.6, "missing": "passed"}]}
+    (run / "run.json").write_text(json.dumps(rec))
+    (run / "snapshot-eps0.2-eval-30ep.json").write_text(json.dumps(
+        {"paper": 0.3, "clean": 0.25, "epochs": 30}))
+    t = book.snapshot_table(tmp_path)
+    assert len(t) == 1  # 0.4 not evaluated, 0.6 missing
+    r = t.iloc[0]
+    assert (r["method"], r["epsilon"], r["step"], r["ours"]) == ("G-PATE", 0.2, 9, 0.3)
+    assert r["paper"] == pytest.approx(0.223)  # data/paper/tab_lowdp.csv

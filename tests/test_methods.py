@@ -155,3 +155,49 @@ def test_dpgan_noise_is_calibrated_and_its_ledger_agrees_with_opacus(tmp_path, m
     assert rec["privacy"]["neighbouring"] == "add or remove one record"
     with pytest.raises(ValueError, match="below what one discriminator step costs"):
         _method("dpgan", mnist_dir, noise_multiplier=0.3, epsilon=0.01)
+
+
+def test_budget_snapshots_are_the_runs_with_those_budgets(tmp_path, mnist_dir, capsys,
+                                                         monkeypatch):
+    """A DataLens run with snapshot budgets keeps, for each budget b, the generator after the
+    last step within b, and samples it: the same generator and samples as a run trained with
+    epsilon = b (same settings, RNG streams and stopping rule). The evaluation CLI reads a
+    snapshot's samples."""
+    over = {"max_steps": None, "n_samples": 60}
+    full = _method("datalens", mnist_dir, **over)
+    eps1 = full.acc.epsilon_if(full.batch)  # after one step
+    eps2 = full.acc.epsilon_if(2 * full.batch)
+    budget = (eps1 + eps2) / 2  # allows exactly one step
+    rec = Run(full, tmp_path / "a", checkpoint_every=0, progress=False,
+              snapshot_budgets=(budget,)).run()
+    snap = rec["snapshots"][0]
+    assert snap["step"] == 1 and snap["exact"] and rec["steps"] == 3
+    assert snap["epsilon"]["paper"] == pytest.approx(eps1)
+    short = _method("datalens", mnist_dir, epsilon=budget, **over)
+    rec_b = Run(short, tmp_path / "b", checkpoint_every=0, progress=False).run()
+    assert rec_b["steps"] == 1
+    a = np.load(tmp_path / "a" / snap["samples"])
+    b = np.load(tmp_path / "b" / "samples.npz")
+    assert np.array_equal(a["y"], b["y"])
+    np.testing.assert_allclose(a["x"].astype(np.float32), b["x"].astype(np.float32), atol=2e-3)
+    # the final generator was restored after sampling the snapshot
+    final = np.load(tmp_path / "a" / "samples.npz")
+    assert not np.allclose(final["x"].astype(np.float32), a["x"].astype(np.float32), atol=1e-2)
+    monkeypatch.setenv("DATALENS_DATA_DIR", str(mnist_dir.parent))
+    assert cli.main(["evaluate", str(tmp_path / "a"), "--epochs", "1", "--device", "cpu",
+                     "--snapshot", str(budget)]) == 0
+    ev = json.loads((tmp_path / "a" / f"snapshot-eps{budget:g}-eval-1ep.json").read_text())
+    assert ev["snapshot"]["step"] == 1
+    assert cli.main(["evaluate", str(tmp_path / "a"), "--snapshot", "0.5"]) == 2
+    assert "no snapshot at budget 0.5" in capsys.readouterr().err
+    # asked for only when resuming a run already past the budget: recorded as missing
+    late = Run(_method("datalens", mnist_dir, **over), tmp_path / "e", checkpoint_every=1,
+               progress=False)
+    late.run(stop_after=2)
+    rec_e = Run(_method("datalens", mnist_dir, **over), tmp_path / "e", checkpoint_every=1,
+                progress=False, snapshot_budgets=(budget,)).run(resume=True)
+    assert "missing" in rec_e["snapshots"][0] and "samples" not in rec_e["snapshots"][0]
+    with pytest.raises(ValueError, match="snapshot budgets must lie in"):
+        Run(_method("datalens", mnist_dir), tmp_path / "c", snapshot_budgets=(2.0,))
+    with pytest.raises(ValueError, match="cannot snapshot"):
+        Run(_method("dcgan", mnist_dir), tmp_path / "d", snapshot_budgets=(0.5,))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from .._validate import positive_float, positive_int
+from ..config import config_from_dict
 from ..data import load_dataset
 from ..models import Discriminator, Generator
 
@@ -71,15 +72,10 @@ class DCGANConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DCGANConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown DC-GAN config keys: {sorted(unknown)}; known: "
-                             f"{sorted(known)}")
         d = dict(d)
         if d.get("epsilon", math.inf) is None:
             d["epsilon"] = math.inf
-        return cls(**d)
+        return config_from_dict(cls, d, "DC-GAN ")
 
 
 class DCGAN:

@@ -30,7 +30,7 @@ import logging
 import math
 import time
 import warnings
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from dp_accounting import pld, rdp
 from torch import nn
 
 from .._validate import choice, positive_float, positive_int
+from ..config import config_from_dict
 from ..data import load_dataset
 from ..models import DF_DIM, DFC_DIM, KERNEL, Generator, cond_concat, same_pad
 from ..privacy.accountant import RDP_ORDERS, _largest_within
@@ -96,11 +97,7 @@ class DPGANConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DPGANConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ValueError(f"unknown DP-GAN config keys: {sorted(unknown)}")
-        return cls(**d)
+        return config_from_dict(cls, d, "DP-GAN ")
 
 
 def dpsgd_event(q: float, sigma: float, steps: int) -> dp_accounting.DpEvent:
@@ -239,6 +236,22 @@ class DPGAN:
 
     def total_steps(self) -> int:
         return self.planned
+
+    # snapshots at smaller budgets are *not* runs with those budgets: sigma is calibrated to
+    # the budget, so a smaller budget means more noise per step (exact_snapshots False)
+    exact_snapshots = False
+
+    def epsilon_after_next_step(self) -> float:
+        return self.epsilon(steps=self.d_steps + 1)
+
+    def epsilon_spent(self) -> dict[str, float]:
+        return {c: self.epsilon(c) for c in ("rdp", "pld")}
+
+    def generator_state(self) -> dict[str, torch.Tensor]:
+        return self.G.state_dict()
+
+    def load_generator_state(self, state: dict[str, torch.Tensor]) -> None:
+        self.G.load_state_dict(state)
 
     def epsilon(self, conversion: str = "rdp", steps: int | None = None) -> float:
         return dpsgd_epsilon(self.q, self.sigma, self.d_steps if steps is None else steps,

@@ -13,6 +13,11 @@ Files in the output folder:
   held twice.
 - ``samples.npz`` (``x`` float16 images, ``y`` int64 labels), then ``run.json`` last with
   ``"status": "complete"``: a folder without ``run.json`` is not a finished run.
+- ``snapshots/eps<b>.pt`` and ``samples-eps<b>.npz`` for every smaller budget b asked for
+  (``snapshot_budgets``): the generator as it was after the last step whose spent ε stays
+  within b. For a method whose settings do not depend on the budget (``exact_snapshots``:
+  DataLens, G-PATE) that generator *is* the run with budget b -- the same steps, RNG streams
+  and stopping rule -- so one ε = 1 run yields the ε = 0.2 ... 0.8 cells of ``tab:lowdp``.
 """
 
 from __future__ import annotations
@@ -77,14 +82,41 @@ class Method(Protocol):
     def record(self) -> dict[str, Any]: ...
 
 
+class SnapshotMethod(Method, Protocol):
+    """Optional: methods that can snapshot their generator at smaller budgets.
+
+    ``exact_snapshots``: True when the run with a smaller budget is exactly this run's prefix.
+    ``epsilon_after_next_step()``: spent ε (the stopping conversion) if one more step ran.
+    ``epsilon_spent()``: ε under each ledger now. ``generator_state()`` /
+    ``load_generator_state(st)``: the student generator's weights."""
+
+    exact_snapshots: bool
+
+    def epsilon_after_next_step(self) -> float: ...
+
+    def epsilon_spent(self) -> dict[str, float]: ...
+
+    def generator_state(self) -> dict[str, torch.Tensor]: ...
+
+    def load_generator_state(self, state: dict[str, torch.Tensor]) -> None: ...
+
+
 class Run:
     """One method's run into one output folder (see module doc)."""
 
     def __init__(self, method: Method, out_dir: str | Path, *, checkpoint_every: int = 10,
-                 progress: bool = True):
+                 progress: bool = True, snapshot_budgets: tuple[float, ...] = ()):
         self.method, self.out = method, Path(out_dir)
         if int(checkpoint_every) < 0:
             raise ValueError(f"checkpoint_every must be >= 0, got {checkpoint_every}")
+        budgets = tuple(sorted(float(b) for b in snapshot_budgets))
+        if budgets:
+            if not hasattr(method, "epsilon_after_next_step"):
+                raise ValueError(f"method {method.name!r} cannot snapshot smaller budgets")
+            if any(not 0 < b < method.cfg.epsilon for b in budgets):
+                raise ValueError(f"snapshot budgets must lie in (0, {method.cfg.epsilon}), "
+                                 f"got {list(budgets)}")
+        self.snapshot_budgets = budgets
         self.checkpoint_every = int(checkpoint_every)
         self.progress = progress
         self.git_sha_at_start = git_sha()  # the code this process runs, whatever HEAD is later
@@ -123,8 +155,10 @@ class Run:
         bar = tqdm(total=m.total_steps(), initial=m.steps_done, disable=not self.progress,
                    unit="step", desc=f"{m.name} {m.cfg.dataset} eps<={m.cfg.epsilon}")
         try:
+            self._snapshot()
             while m.can_step():
                 row = m.step()
+                self._snapshot()
                 done_here += 1
                 bar.update(1)
                 bar.set_postfix({k: f"{v:.3f}" for k, v in row.items()
@@ -149,9 +183,68 @@ class Run:
                 np.savez_compressed(fh, x=x, y=y)
 
         atomic_save(self.out / "samples.npz", _write)
+        snapshots = self._sample_snapshots()
         record = self.record(sample_seconds, resumed, time.perf_counter() - t_start)
+        if self.snapshot_budgets:
+            record["snapshots"] = snapshots
         atomic_write_json(self.out / "run.json", record)
         return record
+
+    # ------------------------------------------------------------------ budget snapshots
+
+    def _snapshot_path(self, budget: float) -> Path:
+        return self.out / "snapshots" / f"eps{budget:g}.pt"
+
+    def _snapshot(self) -> None:
+        """Save the generator for every budget the next step would exceed (once each)."""
+        m = self.method
+        if not self.snapshot_budgets:
+            return
+        pending = [b for b in self.snapshot_budgets if not self._snapshot_path(b).exists()]
+        if not pending:
+            return
+        nxt = m.epsilon_after_next_step() if m.can_step() else float("inf")
+        now = m.epsilon_spent()[getattr(m.cfg, "conversion", "rdp")]  # the stopping ledger
+        for b in pending:
+            if now > b:  # passed before snapshots were asked for (a resumed run): not kept
+                continue
+            if nxt > b:
+                state = {"budget": b, "step": m.steps_done, "epsilon": m.epsilon_spent(),
+                         "generator": m.generator_state(), "history_rows": len(m.history)}
+                path = self._snapshot_path(b)
+                path.parent.mkdir(exist_ok=True)
+                atomic_save(path, lambda tmp, st=state: torch.save(st, tmp))
+
+    def _sample_snapshots(self) -> list[dict[str, Any]]:
+        """Samples of every snapshot's generator (same sampling seed as the final samples)."""
+        m = self.method
+        out: list[dict[str, Any]] = []
+        if not self.snapshot_budgets:
+            return out
+        final = {k: v.detach().clone() for k, v in m.generator_state().items()}
+        try:
+            for b in self.snapshot_budgets:
+                if not self._snapshot_path(b).exists():
+                    out.append({"budget": b, "missing": "the run had spent more than this "
+                                "budget when snapshots were first asked for"})
+                    continue
+                st = torch.load(self._snapshot_path(b), map_location="cpu", weights_only=True)
+                name = f"samples-eps{b:g}.npz"
+                if not (self.out / name).exists():
+                    m.load_generator_state(st["generator"])
+                    x, y = m.sample(m.cfg.n_samples,
+                                    torch.Generator().manual_seed(m.seed + SAMPLE_SEED_OFFSET))
+
+                    def _write(tmp: str, x=x, y=y) -> None:
+                        with open(tmp, "wb") as fh:
+                            np.savez_compressed(fh, x=x, y=y)
+
+                    atomic_save(self.out / name, _write)
+                out.append({"budget": b, "step": st["step"], "epsilon": st["epsilon"],
+                            "samples": name, "exact": bool(m.exact_snapshots)})
+        finally:
+            m.load_generator_state(final)
+        return out
 
     def record(self, sample_seconds: float, resumed: bool,
                wall_this_call: float) -> dict[str, Any]:
