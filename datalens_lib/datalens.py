@@ -274,7 +274,7 @@ class DataLens:
                "epsilon": self.acc.epsilon(self.cfg.conversion), "d_loss": d_loss,
                "seconds": dt, **info}
         if self._tracks_data_dependent():
-            rec["epsilon_data_dependent"] = self.acc.data_dependent_epsilon()
+            rec["epsilon_data_dependent"] = self._data_dependent_epsilon()
         self.history.append(rec)
         return rec
 
@@ -288,6 +288,9 @@ class DataLens:
 
     def _tracks_data_dependent(self) -> bool:
         return self.cfg.data_dependent and self.cfg.threshold
+
+    def _data_dependent_epsilon(self) -> float:
+        return self.acc.data_dependent_epsilon()
 
     def can_step(self) -> bool:
         if self.cfg.max_steps is not None and self.state.step >= self.cfg.max_steps:

@@ -123,3 +123,40 @@ def test_shuffled_partition_is_disjoint_contiguous_and_seeded():
     assert not np.array_equal(a, shuffled_partition(103, 10, 1))
     with pytest.raises(ValueError, match="cannot give"):
         shuffled_partition(5, 10, 0)
+
+
+def test_official_data_dependent_ledger_bounds_and_charges():
+    """The official ledger: never above the data-independent RDP per check and vote; GNMax
+    charged only when answered; clear consensus costs far less than the sound ledger."""
+    from datalens_lib.privacy.accountant import PAPER_ORDERS
+    from datalens_lib.privacy.gaussian import GPATEDataDependentLedger
+
+    s1, s2, n = 3000.0, 1000.0, 4000
+    indep = PAPER_ORDERS / (2 * s1**2) + PAPER_ORDERS / s2**2
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        counts = rng.multinomial(n, rng.dirichlet(np.ones(10) * 0.3))[None, :]
+        led = GPATEDataDependentLedger(s1, s2, 0.5 * n, 1e-5)
+        led.add(counts, np.array([True]))
+        assert np.all(led.rdp <= indep + 1e-15) and np.all(led.rdp >= 0)
+    split = np.array([[400] * 10])  # no consensus: the check fails, GNMax is not charged
+    a, b = (GPATEDataDependentLedger(s1, s2, 0.5 * n, 1e-5) for _ in range(2))
+    a.add(split, np.array([False]))
+    b.add(split, np.array([True]))
+    assert np.all(a.rdp < b.rdp)
+    # at G-PATE's noise levels Theorem 6 gains little on answered dimensions: the official
+    # ledger is smaller mainly because unanswered dimensions skip GNMax's charge
+    z = gpate_noise_multiplier(s1, s2, 1)
+    clear = np.array([[n - 50] + [50 // 9] * 9])
+    led = GPATEDataDependentLedger(s1, s2, 0.5 * n, 1e-5)
+    for _ in range(200):
+        led.add(clear, np.array([True]))
+    assert led.epsilon() <= gaussian_epsilon(200, z, 1e-5) + 1e-12
+    led = GPATEDataDependentLedger(s1, s2, 0.5 * n, 1e-5)
+    for _ in range(200):
+        led.add(split, np.array([False]))
+    assert np.all(led.rdp <= 200 * PAPER_ORDERS / (2 * s1**2) + 1e-15)  # checks only
+    assert np.all(led.rdp < 0.1 * 200 * indep)
+    assert led.epsilon() < gaussian_epsilon(200, z, 1e-5)
+    again = GPATEDataDependentLedger.from_state_dict(led.state_dict())
+    assert again.epsilon() == led.epsilon()

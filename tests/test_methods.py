@@ -201,3 +201,20 @@ def test_budget_snapshots_are_the_runs_with_those_budgets(tmp_path, mnist_dir, c
         Run(_method("datalens", mnist_dir), tmp_path / "c", snapshot_budgets=(2.0,))
     with pytest.raises(ValueError, match="cannot snapshot"):
         Run(_method("dcgan", mnist_dir), tmp_path / "d", snapshot_budgets=(0.5,))
+
+
+def test_gpate_keeps_the_official_ledger_and_can_stop_on_it(tmp_path, mnist_dir):
+    """Both ledgers in the record; stop_on='data_dependent' (opt-in) stops when that ledger
+    passes the budget, checked after each step as the official loop does."""
+    rec = Run(_method("gpate", mnist_dir), tmp_path / "a", checkpoint_every=0,
+              progress=False).run()
+    assert set(rec["epsilon"]) == {"paper", "rdp", "pld", "data_dependent"}
+    assert all("epsilon_data_dependent" in h for h in rec["history"])
+    m = _method("gpate", mnist_dir, stop_on="data_dependent", max_steps=20, epsilon=0.6)
+    assert not m.exact_snapshots and m.total_steps() == 20
+    rec = Run(m, tmp_path / "b", checkpoint_every=0, progress=False).run()
+    dd = [h["epsilon_data_dependent"] for h in rec["history"]]
+    assert dd[-1] > 0.6 >= dd[-2]  # the step that crossed the budget ran, none after
+    assert rec["stop_on"] == "data_dependent"
+    with pytest.raises(ValueError, match="stop_on must be one of"):
+        load_config("mnist-eps1", "smoke", method="gpate", stop_on="never")

@@ -97,11 +97,20 @@ def data_dependent_rdp(log_q: float, orders, k: int, sigma: float) -> np.ndarray
     """
     k = positive_int("k", k)
     sigma = positive_float("sigma", sigma)
+    return gaussian_data_dependent_rdp(log_q, orders, sigma**2 / (2.0 * k))
+
+
+def gaussian_data_dependent_rdp(log_q: float, orders, var: float) -> np.ndarray:
+    """Papernot et al. (2018) Theorem 6 for a mechanism whose data-independent RDP is
+    ``lambda / var``, given log q (q: probability of an outcome other than the most likely
+    one), with their choice mu2 = sqrt(var log(1/q)), mu1 = mu2 + 1; the data-independent value
+    wherever the theorem's conditions fail. TopAgg: var = sigma^2 / (2k); GNMax with noise
+    sigma: var = sigma^2; their threshold check with noise sigma_1: var = 2 sigma_1^2."""
+    var = positive_float("var", var)
     orders = np.asarray(orders, dtype=np.float64)
     log_q = float(log_q)
     if log_q > 0:
         raise ValueError(f"log q~ must be <= 0, got {log_q}")
-    var = sigma**2 / (2.0 * k)  # data-independent RDP is mu / var
     independent = orders / var
     if log_q == 0.0 or not math.isfinite(log_q):
         if log_q == -math.inf:

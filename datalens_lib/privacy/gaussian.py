@@ -17,7 +17,9 @@ from __future__ import annotations
 import math
 
 import dp_accounting
+import numpy as np
 from dp_accounting import pld, rdp
+from scipy.special import log_ndtr, logsumexp
 
 from .._validate import choice, nonneg_int, positive_float, positive_int, probability_open
 from .accountant import (
@@ -27,6 +29,7 @@ from .accountant import (
     _largest_within,
     rdp_to_epsilon_paper,
 )
+from .data_dependent import gaussian_data_dependent_rdp
 
 
 def gpate_noise_multiplier(sigma_thresh: float, sigma_vote: float, proj_dim: int) -> float:
@@ -95,3 +98,70 @@ class GaussianQueryAccountant:
         acc = cls(state["z"], state["delta"])
         acc.queries = int(state["queries"])
         return acc
+
+
+class GPATEDataDependentLedger:
+    """The official G-PATE code's ledger (AI-secure/G-PATE ``rdp_utils.gnmax_thresh_aggregator``
+    with Papernot et al. 2018's ``pate_core``), kept as the ``paper`` ledger: **not a DP
+    guarantee** -- it depends on the private votes and is released without smooth-sensitivity
+    sanitisation. Per query and projected dimension:
+
+    - the threshold check, always: with p = P[max count + N(0, sigma_1^2) >= t] computed from
+      the clean counts (max rounded, as there), log q = min(log p, log(1 - p)) and Theorem 6
+      for var = 2 sigma_1^2 (sensitivity 1);
+    - GNMax, only when the check passed: log q from the union bound
+      sum_{i != i*} P[N(0, 2 sigma_2^2) > n_i* - n_i] (capped at 1 - 1/bins) and Theorem 6
+      for var = sigma_2^2.
+
+    A fixed outcome (log q = -inf) costs 0, as there. Orders and conversion: the official
+    ones (``PAPER_ORDERS``, Mironov 2017 Prop. 3)."""
+
+    def __init__(self, sigma_thresh: float, sigma_vote: float, threshold: float,
+                 delta: float):
+        self.s1 = positive_float("sigma_thresh", sigma_thresh)
+        self.s2 = positive_float("sigma_vote", sigma_vote)
+        self.t = positive_float("threshold", threshold)
+        self.delta = probability_open("delta", delta)
+        self.rdp = np.zeros_like(PAPER_ORDERS)
+
+    def _rdp(self, log_q: float, var: float) -> np.ndarray:
+        if log_q == -math.inf:
+            return np.zeros_like(PAPER_ORDERS)
+        return gaussian_data_dependent_rdp(min(log_q, 0.0), PAPER_ORDERS, var)
+
+    def add(self, counts: np.ndarray, answered: np.ndarray) -> None:
+        """counts [..., bins] (clean histograms), answered [...] (the released outcome)."""
+        counts = np.asarray(counts, dtype=np.float64)
+        flat = counts.reshape(-1, counts.shape[-1])
+        ans = np.asarray(answered, dtype=bool).reshape(-1)
+        bins = flat.shape[1]
+        for c, a in zip(flat, ans, strict=True):
+            log_p = float(log_ndtr((round(float(c.max())) - self.t) / self.s1))
+            log_q = min(log_p, _log1mexp_scalar(log_p))
+            self.rdp += self._rdp(log_q, 2.0 * self.s1**2)
+            if a:
+                gap = c.max() - np.delete(c, int(c.argmax()))
+                log_q = float(logsumexp(log_ndtr(-gap / (math.sqrt(2.0) * self.s2))))
+                self.rdp += self._rdp(min(log_q, math.log(1.0 - 1.0 / bins)), self.s2**2)
+
+    def epsilon(self) -> float:
+        if not self.rdp.any():
+            return 0.0
+        return rdp_to_epsilon_paper(self.rdp, PAPER_ORDERS, self.delta)[0]
+
+    def state_dict(self) -> dict:
+        return {"sigma_thresh": self.s1, "sigma_vote": self.s2, "threshold": self.t,
+                "delta": self.delta, "rdp": self.rdp.tolist()}
+
+    @classmethod
+    def from_state_dict(cls, st: dict) -> GPATEDataDependentLedger:
+        led = cls(st["sigma_thresh"], st["sigma_vote"], st["threshold"], st["delta"])
+        led.rdp = np.asarray(st["rdp"], dtype=np.float64)
+        return led
+
+
+def _log1mexp_scalar(x: float) -> float:
+    """log(1 - exp(x)) for x <= 0 (-inf at 0)."""
+    if x >= 0:
+        return -math.inf
+    return math.log(-math.expm1(x)) if x > -0.693 else math.log1p(-math.exp(x))
