@@ -121,12 +121,16 @@ def method_config(dataset: str, epsilon: str | float) -> str:
 
 
 def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] | None = None,
-                  device: str = "auto") -> pd.DataFrame:
+                  device: str = "auto",
+                  overrides: dict[str, dict[str, Any]] | None = None) -> pd.DataFrame:
     """Every method cell of ``tab:image`` for ``datasets``: the paper's value beside ours
     (the largest of this profile's run and the committed runs of that config), the profile
-    shown, and which ledger is the DP guarantee; cells of methods not implemented yet, or
-    needing data, say so."""
+    shown, ε under each of its ledgers and which one is the DP guarantee; cells of methods not
+    implemented yet, or needing data, say so. ``overrides[method]``: config overrides for this
+    profile's runs (e.g. ``{"gpate": {"stop_on": "data_dependent"}}``)."""
     from .methods import METHODS
+
+    overrides = overrides or {}
 
     rows = []
     paper = paper_table("tab_image.csv")
@@ -137,7 +141,7 @@ def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] 
         config = method_config(r.dataset, r.epsilon)
         row = {"method": r.method, "dataset": r.dataset, "epsilon": str(r.epsilon),
                "paper": float(r.value), "profile": "-", "ours": None, "ours_clean": None,
-               "dp_guarantee": None, "status": "ok"}
+               "ledgers": None, "dp_guarantee": None, "status": "ok"}
         need = data_status(r.dataset)
         if key not in METHODS:
             row["status"] = "not implemented yet"
@@ -146,12 +150,15 @@ def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] 
         elif config not in available_configs(key):
             row["status"] = f"no {key} config {config}"
         else:
-            mine = run_method(key, config, profile, seed=seed, device=device)
+            mine = run_method(key, config, profile, seed=seed, device=device,
+                              overrides=overrides.get(key))
             committed = [c for c in committed_runs(method=key) if c["config"] == config
                          and c.get("acc_paper") is not None]
             shown = best_of(mine, *committed)
             row.update({"profile": shown["profile"], "ours": shown.get("acc_paper"),
                         "ours_clean": shown.get("acc_clean"),
+                        "ledgers": ", ".join(f"{k} {v:.3g}" for k, v in
+                                             shown["epsilon_spent"].items()) or "none",
                         "dp_guarantee": shown.get("dp_guarantee")})
         rows.append(row)
     return pd.DataFrame(rows)
