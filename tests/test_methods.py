@@ -215,6 +215,52 @@ def test_gpate_keeps_the_official_ledger_and_can_stop_on_it(tmp_path, mnist_dir)
     rec = Run(m, tmp_path / "b", checkpoint_every=0, progress=False).run()
     dd = [h["epsilon_data_dependent"] for h in rec["history"]]
     assert dd[-1] > 0.6 >= dd[-2]  # the step that crossed the budget ran, none after
+    assert rec["history"][-1]["generator_updated"] is False  # ... without its G update
+    assert all("generator_updated" not in h for h in rec["history"][:-1])
     assert rec["stop_on"] == "data_dependent"
     with pytest.raises(ValueError, match="stop_on must be one of"):
         load_config("mnist-eps1", "smoke", method="gpate", stop_on="never")
+
+
+def test_dpgan_clips_each_real_example_and_adds_noise(mnist_dir, monkeypatch):
+    """After Opacus's pre_step the discriminator's gradient is the noisy clipped mean: with
+    almost no noise its norm is at most C * |batch| / B however large the raw per-example
+    gradients; with noise it differs between noise seeds."""
+    m = _method("dpgan", mnist_dir)
+    m.d_opt.noise_multiplier = 1e-9  # (the ledger is not used here) almost no noise
+    m.x.mul_(1e4)  # huge inputs: raw per-example gradients far above C
+    norms, sizes = [], []
+    real_pre = m.d_opt.pre_step
+
+    def spy():
+        ok = real_pre()
+        norms.append(torch.sqrt(sum((p.grad**2).sum() for p in m.D.parameters())).item())
+        sizes.append(m.D.parameters().__next__().grad_sample.shape[0])
+        return ok
+
+    monkeypatch.setattr(m.d_opt, "pre_step", spy)
+    for _ in range(3):
+        m.step()
+    c, b = m.cfg.max_grad_norm, m.cfg.batch_size
+    assert all(0 < n <= c * k / b * 1.001 for n, k in zip(norms, sizes, strict=True))
+    noisy = _method("dpgan", mnist_dir)
+    noisy.d_opt.noise_multiplier = 5.0
+    grads = []
+    for seed in (0, 1):
+        noisy.noise_gen.manual_seed(seed)
+        noisy.gen.manual_seed(0)
+        noisy.d_opt.zero_grad(set_to_none=True)
+        idx = torch.arange(8)
+        noisy.D(noisy.x[idx], noisy._onehot(noisy.y[idx])).mean().backward()
+        noisy.d_opt.pre_step()
+        grads.append(next(noisy.D.parameters()).grad.clone())
+    assert not torch.equal(grads[0], grads[1])
+    assert grads[0].std() > 0.5 * 5.0 * c / 32  # noise of std sigma C / B per coordinate
+
+
+def test_snapshot_below_one_step_is_missing_not_the_untrained_generator(tmp_path, mnist_dir):
+    m = _method("datalens", mnist_dir, max_steps=None, n_samples=60)
+    tiny = m.acc.epsilon_if(m.batch) / 2
+    rec = Run(m, tmp_path, checkpoint_every=0, progress=False,
+              snapshot_budgets=(tiny,)).run()
+    assert "missing" in rec["snapshots"][0]

@@ -44,7 +44,10 @@ def projected_histogram(grads: torch.Tensor, proj: torch.Tensor, clip: float,
                          f"{tuple(grads.shape)}, {tuple(proj.shape)}")
     s = positive_float("clip", clip)
     bins = positive_int("bins", bins)
-    u = torch.bmm(grads.to(proj.dtype), proj).clamp_(-s, s)  # [Q, n, p]
+    u = torch.bmm(grads.to(proj.dtype), proj)  # [Q, n, p]
+    if not torch.isfinite(u).all():
+        raise ValueError("non-finite teacher gradients reached the G-PATE histogram")
+    u = u.clamp_(-s, s)
     idx = ((u + s) * (bins / (2 * s))).floor_().clamp_(0, bins - 1).long()
     counts = torch.zeros(u.shape[0], u.shape[2], bins, device=u.device, dtype=torch.float64)
     counts.scatter_add_(2, idx.transpose(1, 2), torch.ones_like(idx.transpose(1, 2),

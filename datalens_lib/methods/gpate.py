@@ -79,7 +79,8 @@ class GPATEConfig:
     conversion: str = "paper"
     max_steps: int | None = 1000  # the official loop's cap
     # which ledger stops training: "sound" (data-independent, a DP guarantee; the default) or
-    # "data_dependent" (the official code's rule: not DP; checked after each step, as there)
+    # "data_dependent" (the official code's rule, not DP: the step whose aggregation crosses
+    # the budget ends training before its generator update, as there)
     stop_on: str = "sound"
     train_limit: int | None = None
     n_samples: int = 100_000
@@ -195,13 +196,17 @@ class GPATE(DataLens):
                                             cfg.sigma_vote, cfg.threshold_frac, cfg.clip,
                                             self.gen_dev)
         self.dd.add(counts.cpu().numpy(), answered.cpu().numpy())
+        self.acc.add_queries(self.batch)
+        info = {"answered_dims": float(answered.double().sum(1).mean())}
+        if cfg.stop_on == "data_dependent" and self.dd.epsilon() > cfg.epsilon:
+            # the official loop leaves before the update of the step that crosses the budget
+            return {**info, "generator_updated": False}
         agg = back_project(answers, proj).to(x_q.dtype)
         loss = student_loss(x_q, agg.view_as(x_q), 1.0)  # x_hat = G(z) + r P^T
         self.g_opt.zero_grad(set_to_none=True)
         loss.backward()
         self.g_opt.step()
-        self.acc.add_queries(self.batch)
-        return {"answered_dims": float(answered.double().sum(1).mean())}
+        return info
 
     def record(self) -> dict[str, Any]:
         cfg = self.cfg

@@ -23,6 +23,7 @@ Files in the output folder:
 from __future__ import annotations
 
 import math
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Protocol
@@ -150,6 +151,10 @@ class Run:
             raise FileExistsError(f"{self.out} already holds a finished run; pass resume=True "
                                   "to reuse it or choose another output folder")
         resumed = resume and self.load_checkpoint()
+        if not resumed:  # a fresh start: snapshots of an earlier, unfinished run are not ours
+            shutil.rmtree(self.out / "snapshots", ignore_errors=True)
+            for old in self.out.glob("samples-eps*.npz"):
+                old.unlink()
         t_start = time.perf_counter()
         done_here = 0
         bar = tqdm(total=m.total_steps(), initial=m.steps_done, disable=not self.progress,
@@ -208,9 +213,12 @@ class Run:
         for b in pending:
             if now > b:  # passed before snapshots were asked for (a resumed run): not kept
                 continue
+            if nxt > b and m.steps_done == 0:  # below one step: no run with this budget
+                continue
             if nxt > b:
                 state = {"budget": b, "step": m.steps_done, "epsilon": m.epsilon_spent(),
-                         "generator": m.generator_state(), "history_rows": len(m.history)}
+                         "generator": m.generator_state(), "history_rows": len(m.history),
+                         "config": m.cfg.to_dict(), "seed": m.seed}
                 path = self._snapshot_path(b)
                 path.parent.mkdir(exist_ok=True)
                 atomic_save(path, lambda tmp, st=state: torch.save(st, tmp))
@@ -225,10 +233,13 @@ class Run:
         try:
             for b in self.snapshot_budgets:
                 if not self._snapshot_path(b).exists():
-                    out.append({"budget": b, "missing": "the run had spent more than this "
-                                "budget when snapshots were first asked for"})
+                    out.append({"budget": b, "missing": "below what one step costs, or "
+                                "already spent when snapshots were first asked for"})
                     continue
                 st = torch.load(self._snapshot_path(b), map_location="cpu", weights_only=True)
+                if st.get("config") != m.cfg.to_dict() or st.get("seed") != m.seed:
+                    raise ValueError(f"{self._snapshot_path(b)} belongs to another config or "
+                                     "seed; delete the snapshots folder")
                 name = f"samples-eps{b:g}.npz"
                 if not (self.out / name).exists():
                     m.load_generator_state(st["generator"])
@@ -265,6 +276,12 @@ class Run:
             "history": m.history,
         }
         rec.update(m.record())
+        if "privacy" in rec and rec["privacy"].get("dp_guarantee") != "none":
+            rec["privacy"]["scope"] = (
+                "the guarantee covers what the mechanism releases: the generator and its "
+                "samples; this record's training diagnostics (losses on real data, batch sizes, "
+                "data-dependent epsilon) are computed from private data without noise and are "
+                "for inspection, not release")
         if m.device.type == "cuda":
             rec["cuda_peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
         rec.update(provenance())
