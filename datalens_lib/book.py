@@ -391,10 +391,21 @@ def compare(rows: list[dict[str, Any]], csv_name: str, keys: tuple[str, ...],
             else:
                 sel = sel[col == str(val)]
         p = float(sel["value"].iloc[0]) if len(sel) else None
-        ours = r.get("ours")
-        out.append({**r, "paper": p,
-                    "difference": None if p is None or ours is None else ours - p})
-    return pd.DataFrame(out)
+        out.append({**r, "paper": p})
+    return with_difference(pd.DataFrame(out))
+
+
+def with_difference(df: pd.DataFrame) -> pd.DataFrame:
+    """``difference`` = ours - paper, only for cells run at the paper profile (or rows with no
+    profile): a reduced profile's cell is a pipeline check, never a difference."""
+    df = df.copy()
+    df["difference"] = [
+        o - p if o is not None and p is not None and o == o and p == p
+        and (prof is None or prof == "paper") else None
+        for o, p, prof in zip(df.get("ours", [None] * len(df)), df.get("paper", [None] * len(df)),
+                              df["profile"] if "profile" in df else [None] * len(df),
+                              strict=True)]
+    return df
 
 
 def agreement_paragraph(df: pd.DataFrame, what: str = "accuracy", tol: float = 0.05) -> str:
@@ -405,17 +416,22 @@ def agreement_paragraph(df: pd.DataFrame, what: str = "accuracy", tol: float = 0
         return f"No {what} could be compared with the paper yet (see the needs-data rows)."
     lines = []
     for prof, grp in done.groupby("profile"):
+        if prof != "paper":  # a reduced setting is a pipeline check, never a "difference"
+            lines.append(f"{len(grp)} cell(s) ran at the {prof} profile, a reduced setting "
+                         "(see its config notes): they test the pipeline, not the paper's "
+                         "claim, and are not compared with the paper's numbers.")
+            continue
         close = (grp["difference"].abs() <= tol).sum()
         mean = grp["difference"].mean()
         lines.append(
             f"At the **{prof}** profile, {close} of {len(grp)} cells are within {tol:.2f} of "
             f"the paper's {what}; the mean difference (ours − paper) is {mean:+.4f} "
             f"(range {grp['difference'].min():+.4f} to {grp['difference'].max():+.4f}).")
-        if prof != "paper":
-            lines.append(f"The {prof} profile is a reduced setting (see its config notes), "
-                         "so these cells test the pipeline, not the paper's claim.")
     missing = df[df["ours"].isna()]
     if len(missing):
-        lines.append(f"{len(missing)} cell(s) have no result of ours: they need the user's "
-                     "data or a larger profile.")
+        why = ("; ".join(sorted({str(x) for x in missing["status"] if x and x != "ok"}))
+               if "status" in missing else "")
+        lines.append(f"{len(missing)} cell(s) have no result of ours"
+                     + (f" ({why})." if why else ": they need the user's data or a larger "
+                        "profile."))
     return " ".join(lines)

@@ -61,7 +61,7 @@ with store.Timer() as timer:
 paper = book.paper_table("tab_hyperparam.csv")[["dataset", "parameter", "value"]]
 table = pd.DataFrame(rows).merge(paper.rename(columns={"value": "paper"}),
                                  on=["dataset", "parameter"], how="left")
-table["difference"] = table["ours"] - table["paper"]
+table = book.with_difference(table)  # paper-profile cells only
 store.save_result("tab:hyperparam", {"profile": profile, "seed": seed, "datasets": datasets,
                                      "grid": grid}, table.to_dict("records"), profile=profile,
                   seed=seed, duration_s=timer.seconds)

@@ -32,9 +32,12 @@ def test_compare_and_agreement_text():
     df = book.compare(rows, "tab_image.csv", ("dataset", "epsilon"))
     assert df["paper"].tolist() == [0.7123, 0.7061, 0.6061]
     assert df["difference"].iloc[0] == pytest.approx(0.70 - 0.7123)
+    assert pd.isna(df["difference"].iloc[1])  # a smoke cell is no difference from the paper
     text = book.agreement_paragraph(df)
     assert "1 of 1 cells are within 0.05" in text and "-0.0123" in text
-    assert "smoke profile is a reduced setting" in text and "1 cell(s) have no result" in text
+    assert "1 cell(s) ran at the smoke profile, a reduced setting" in text
+    assert "not compared with the paper" in text and "1 cell(s) have no result" in text
+    assert "-0.5061" not in text  # the smoke cell's gap is never printed as a difference
     empty = book.agreement_paragraph(pd.DataFrame({"ours": [None], "paper": [0.5]}))
     assert "No accuracy" in empty
 
