@@ -118,6 +118,7 @@ class Run:
                 raise ValueError(f"snapshot budgets must lie in (0, {method.cfg.epsilon}), "
                                  f"got {list(budgets)}")
         self.snapshot_budgets = budgets
+        self._no_snapshot: set[float] = set()  # budgets found to have no run (see _snapshot)
         self.checkpoint_every = int(checkpoint_every)
         self.progress = progress
         self.git_sha_at_start = git_sha()  # the code this process runs, whatever HEAD is later
@@ -205,23 +206,28 @@ class Run:
         m = self.method
         if not self.snapshot_budgets:
             return
-        pending = [b for b in self.snapshot_budgets if not self._snapshot_path(b).exists()]
+        pending = [b for b in self.snapshot_budgets
+                   if b not in self._no_snapshot and not self._snapshot_path(b).exists()]
         if not pending:
             return
         nxt = m.epsilon_after_next_step() if m.can_step() else float("inf")
-        now = m.epsilon_spent()[getattr(m.cfg, "conversion", "rdp")]  # the stopping ledger
-        for b in pending:
-            if now > b:  # passed before snapshots were asked for (a resumed run): not kept
+        crossed = [b for b in pending if nxt > b]
+        if not crossed:  # the common case: no ledger conversion beyond the cheap one above
+            return
+        spent = m.epsilon_spent()  # (all conversions, PLD included: once per budget only)
+        now = spent[getattr(m.cfg, "conversion", "rdp")]  # the stopping ledger
+        for b in crossed:
+            # already passed when snapshots were asked for (a resumed run), or below one step:
+            # no run with this budget to keep (recorded as missing)
+            if now > b or m.steps_done == 0:
+                self._no_snapshot.add(b)
                 continue
-            if nxt > b and m.steps_done == 0:  # below one step: no run with this budget
-                continue
-            if nxt > b:
-                state = {"budget": b, "step": m.steps_done, "epsilon": m.epsilon_spent(),
-                         "generator": m.generator_state(), "history_rows": len(m.history),
-                         "config": m.cfg.to_dict(), "seed": m.seed}
-                path = self._snapshot_path(b)
-                path.parent.mkdir(exist_ok=True)
-                atomic_save(path, lambda tmp, st=state: torch.save(st, tmp))
+            state = {"budget": b, "step": m.steps_done, "epsilon": spent,
+                     "generator": m.generator_state(), "history_rows": len(m.history),
+                     "config": m.cfg.to_dict(), "seed": m.seed}
+            path = self._snapshot_path(b)
+            path.parent.mkdir(exist_ok=True)
+            atomic_save(path, lambda tmp, st=state: torch.save(st, tmp))
 
     def _sample_snapshots(self) -> list[dict[str, Any]]:
         """Samples of every snapshot's generator (same sampling seed as the final samples)."""
