@@ -39,7 +39,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from datalens_lib.datalens import set_cuda_precision  # noqa: E402
-from datalens_lib.ensemble import TeacherEnsemble  # noqa: E402
+from datalens_lib.ensemble import TeacherEnsemble, conv_layout  # noqa: E402
 from datalens_lib.models import DF_DIM, DFC_DIM, KERNEL, Discriminator  # noqa: E402
 from datalens_lib.provenance import (  # noqa: E402
     atomic_write_json,
@@ -222,7 +222,8 @@ def main() -> None:
     ap.add_argument("--profile-n", type=int, nargs="*", default=[],
                     help="N (among --teachers) to profile one step of")
     ap.add_argument("--conv-layout", choices=["channels_last", "contiguous"], default=None,
-                    help="memory format of the grouped convolutions (DATALENS_CONV_LAYOUT)")
+                    help="memory format of the grouped convolutions (DATALENS_CONV_LAYOUT; "
+                    "default: the device's, ensemble.conv_layout)")
     ap.add_argument("--record", type=Path, help="also write the figures to this JSON file")
     args = ap.parse_args()
     if args.conv_layout:  # the environment: the --peak-n process (spawned) inherits it
@@ -288,7 +289,7 @@ def main() -> None:
             "benchmark": "bench_ensemble", "date": datetime.datetime.now(datetime.UTC).isoformat(),
             "device": str(device), "device_name": name, "batch": B, "chunk": args.chunk,
             "moments": args.moments, "compute": args.compute,
-            "conv_layout": os.environ.get("DATALENS_CONV_LAYOUT", "channels_last"),
+            "conv_layout": conv_layout(device),
             "threads": torch.get_num_threads(),
             "flops_per_teacher_step": flops, "machine": limits, "steps": rows, "peak": peak,
             **provenance()})

@@ -69,16 +69,30 @@ def _label_maps(w_y: torch.Tensor, hw: tuple[int, int]) -> torch.Tensor:
     return maps.reshape(n, y_dim, -1)
 
 
-def conv_memory_format() -> torch.memory_format:
-    """Memory format of the grouped convolutions: channels-last by default (oneDNN on CPU:
-    ~3x faster forward, 1.5x backward on these shapes, ``benchmarks/README.md``);
-    ``DATALENS_CONV_LAYOUT=contiguous`` selects NCHW, e.g. to measure cuDNN's choice on a GPU
-    (``bench_ensemble.py --conv-layout``). Either gives the same numbers up to float rounding."""
-    layout = os.environ.get("DATALENS_CONV_LAYOUT", "channels_last")
-    if layout not in ("channels_last", "contiguous"):
-        raise ValueError(f"DATALENS_CONV_LAYOUT must be channels_last or contiguous, got "
+CONV_LAYOUTS = ("auto", "channels_last", "contiguous")
+
+
+def conv_layout(device: torch.device | str) -> str:
+    """Memory format of the grouped convolutions on ``device`` (a speed choice: either gives the
+    same numbers up to float rounding, ``tests/test_ensemble.py``). ``auto`` (the default):
+    channels-last on CPU (oneDNN: ~3x faster forward, 1.5x backward on these shapes) and NCHW
+    on CUDA (cuDNN has no fast channels-last grouped kernels here and converts layouts around
+    each call: 0.46 s against 1.05 s per 4000-teacher step on an H200,
+    ``benchmarks/README.md``). ``DATALENS_CONV_LAYOUT`` overrides it; records carry the choice
+    as ``hardware.conv_layout``."""
+    layout = os.environ.get("DATALENS_CONV_LAYOUT", "auto")
+    if layout not in CONV_LAYOUTS:
+        raise ValueError(f"DATALENS_CONV_LAYOUT must be one of {', '.join(CONV_LAYOUTS)}, got "
                          f"{layout!r}")
-    return torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    if layout == "auto":
+        return "contiguous" if torch.device(device).type == "cuda" else "channels_last"
+    return layout
+
+
+def conv_memory_format(device: torch.device | str) -> torch.memory_format:
+    """The ``torch.memory_format`` of :func:`conv_layout`."""
+    return (torch.channels_last if conv_layout(device) == "channels_last"
+            else torch.contiguous_format)
 
 
 def _grouped_conv(x: torch.Tensor, w_x: torch.Tensor, w_y: torch.Tensor, b: torch.Tensor,
@@ -89,7 +103,7 @@ def _grouped_conv(x: torch.Tensor, w_x: torch.Tensor, w_y: torch.Tensor, b: torc
     bsz, n, c_in = x.shape[:3]
     co = w_x.shape[1]
     hw = x.shape[-2:]
-    cl = conv_memory_format()
+    cl = conv_memory_format(x.device)
     h = F.conv2d(same_pad(x.reshape(bsz, n * c_in, *hw)).contiguous(memory_format=cl),
                  w_x.reshape(n * co, c_in, KERNEL, KERNEL).contiguous(memory_format=cl),
                  stride=2, groups=n)

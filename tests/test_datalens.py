@@ -34,6 +34,7 @@ def test_smoke_run_stops_at_budget_and_resumes_identically(tmp_path, mnist_dir):
     assert full["epsilon"]["data_dependent"] <= full["epsilon"]["paper"] + 1e-12
     assert full["git_sha"] is None or len(full["git_sha"]) >= 40
     assert {"packages", "hardware", "timings", "peak_rss_gib", "seed"} <= set(full)
+    assert full["hardware"]["conv_layout"] == "channels_last"  # the CPU default
 
     interrupted = _trainer(tmp_path / "b", mnist_dir).run(stop_after=1)
     assert interrupted["status"] == "interrupted"

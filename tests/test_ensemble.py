@@ -4,7 +4,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from datalens_lib.ensemble import StackedAdam, TeacherEnsemble, ensemble_logits
+from datalens_lib.ensemble import (
+    StackedAdam,
+    TeacherEnsemble,
+    conv_layout,
+    conv_memory_format,
+    ensemble_logits,
+)
 from datalens_lib.models import Discriminator, Generator
 
 
@@ -300,3 +306,17 @@ def test_conv_layout_gives_the_same_numbers_and_is_validated(monkeypatch):
     with pytest.raises(ValueError, match="^DATALENS_CONV_LAYOUT must be"):
         TeacherEnsemble(3, 10, (1, 28, 28), chunk=3).train_step(
             slice(0, 3), x, x.flip(-1), y, 1)
+
+
+def test_conv_layout_default_follows_the_device(monkeypatch):
+    """``auto`` (the default) picks channels-last on CPU and NCHW on CUDA, where cuDNN's
+    channels-last grouped convolutions are 2.3x slower (benchmarks/README.md); the variable
+    overrides it for either device."""
+    monkeypatch.delenv("DATALENS_CONV_LAYOUT", raising=False)
+    assert conv_layout("cpu") == "channels_last"
+    assert conv_layout("cuda") == "contiguous"
+    assert conv_memory_format(torch.device("cpu")) == torch.channels_last
+    monkeypatch.setenv("DATALENS_CONV_LAYOUT", "contiguous")
+    assert conv_layout("cpu") == "contiguous"
+    monkeypatch.setenv("DATALENS_CONV_LAYOUT", "channels_last")
+    assert conv_layout("cuda") == "channels_last"

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from ..ensemble import conv_layout
 from ..provenance import atomic_save, atomic_write_json, git_sha, peak_rss_gib, provenance
 
 SAMPLE_SEED_OFFSET = 4  # the sampling generator is seeded with seed + 4 (DataLens's streams)
@@ -291,6 +292,7 @@ class Run:
         if m.device.type == "cuda":
             rec["cuda_peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
         rec.update(provenance())
+        rec["hardware"]["conv_layout"] = conv_layout(m.device)  # a speed choice (ensemble)
         if rec.get("git_sha") not in (None, self.git_sha_at_start):
             rec["git_sha_at_end"] = rec["git_sha"]  # HEAD moved while the run trained
         rec["git_sha"] = self.git_sha_at_start
