@@ -6,7 +6,7 @@ VENV ?= .venv
 PROFILE ?= smoke
 BIN := $(VENV)/bin
 
-.PHONY: venv test test-fast mutation mutation-report lint notebooks book clean-book bench
+.PHONY: venv test test-fast mutation mutation-report lint notebooks sync-notebooks lab book clean-book bench
 
 venv: $(VENV)/.installed
 
@@ -36,6 +36,16 @@ mutation-report:
 
 lint: venv
 	$(BIN)/ruff check datalens_lib tests benchmarks notebooks scripts
+
+# the notebooks/*.ipynb and their jupytext scripts notebooks/*.py, after editing either side
+# (the newer file wins; tests/test_notebooks.py fails while a pair differs)
+sync-notebooks: venv
+	$(BIN)/jupytext --sync notebooks/*.ipynb
+	$(BIN)/jupyter nbconvert --clear-output --inplace --log-level=WARN notebooks/*.ipynb
+
+# JupyterLab on the book's notebooks (http://localhost:8888; add --allow-root as root)
+lab: venv
+	$(BIN)/jupyter lab notebooks/
 
 notebooks: venv
 	$(BIN)/datalens run-all --profile $(PROFILE)

@@ -2,8 +2,10 @@
 numbers, and write the comparison in words generated from the numbers.
 
 Runs are cached under ``runs/book/<config>/<profile>-<hash>/`` (the hash covers the config and
-seed), so rerunning a notebook reuses finished runs and resumes interrupted ones. Committed
-paper-profile runs (``data/results/datalens``) are used wherever they match a cell.
+seed; ``runs/`` is :func:`provenance.runs_root`, the checkout's or under
+``$DATALENS_RESULTS_ROOT``), so rerunning a notebook reuses finished runs and resumes
+interrupted ones. Committed paper-profile runs (``data/results/datalens``) are used wherever
+they match a cell.
 """
 
 from __future__ import annotations
@@ -18,11 +20,10 @@ from .config import TrainConfig, available_configs, load_config
 from .data import DatasetNotFoundError, get_spec, resolve_dataset_dir
 from .evaluate import evaluate_samples, schedule_sensitivity
 from .privacy import topagg_sigma_for_queries
-from .provenance import REPO_ROOT, atomic_write_json
+from .provenance import REPO_ROOT, atomic_write_json, runs_root
 from .results import PAPER_DIR, RESULTS_DIR, latest_eval, paper_values
 from .store import PROFILE_RANK, params_hash
 
-RUNS_ROOT = REPO_ROOT / "runs" / "book"
 __all__ = ["available_configs", "get_spec", "load_config"]  # re-exported for notebooks
 SMOKE_QUERIES = 90  # smoke runs: 3 generator steps of 30 queries
 
@@ -57,6 +58,11 @@ def _summary(run_dir: Path, rec: dict[str, Any], ev: dict[str, Any] | None) -> d
     return out
 
 
+def book_runs_root() -> Path:
+    """The notebooks' run cache: ``<runs root>/book`` (:func:`provenance.runs_root`)."""
+    return runs_root() / "book"
+
+
 def run_method(method: str, config: str, profile: str = "smoke", *, seed: int = 0,
                overrides: dict[str, Any] | None = None, runs_root: Path | None = None,
                device: str = "auto", evaluate: bool = True,
@@ -67,7 +73,7 @@ def run_method(method: str, config: str, profile: str = "smoke", *, seed: int = 
     from .methods.harness import Run
 
     cfg = load_config(config, profile, method=method, **dict(overrides or {}))
-    root = (runs_root or RUNS_ROOT) / ("" if method == "datalens" else method)
+    root = (runs_root or book_runs_root()) / ("" if method == "datalens" else method)
     run_dir = root / config / f"{profile}-{params_hash({'config': cfg.to_dict(), 'seed': seed})}"
     run_json = run_dir / "run.json"
     if run_json.exists():
@@ -392,7 +398,11 @@ def compare(rows: list[dict[str, Any]], csv_name: str, keys: tuple[str, ...],
                 sel = sel[col == str(val)]
         p = float(sel["value"].iloc[0]) if len(sel) else None
         out.append({**r, "paper": p})
-    return with_difference(pd.DataFrame(out))
+    df = with_difference(pd.DataFrame(out))
+    for col in ("steps", "steps_at_this_profile", "teachers", "queries"):
+        if col in df:  # counts stay integers beside missing cells (no "86.0")
+            df[col] = pd.to_numeric(df[col], errors="coerce").round().astype("Int64")
+    return df
 
 
 def with_difference(df: pd.DataFrame) -> pd.DataFrame:

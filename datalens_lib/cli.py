@@ -8,8 +8,9 @@ Subcommands:
         [--resume] [--device auto|cpu|cuda] [--seed S] [--set KEY=VALUE]...
   evaluate RUN_DIR [--protocol paper|clean] [--epochs N] [--device ...]
   results [--json]        committed DataLens runs beside the paper's tab:image numbers
-  run NOTEBOOK [-p KEY VALUE]... [--force]      execute one notebook with papermill
-  run-all [--profile smoke|cpu|paper] [--force]  execute every notebook of the book
+  run NOTEBOOK [-p KEY VALUE]... [--force] [--book]   execute one notebook with papermill
+  run-all [--profile smoke|cpu|paper] [--force] [--executor local|slurm ...]
+  sweep (--notebook NAME | --method M --config C) --grid KEY=V1,V2 ... [--executor ...]
 """
 
 from __future__ import annotations
@@ -231,17 +232,85 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     params = {k: _parse_value(v) for k, v in (args.p or [])}
     try:
-        res = run_notebook(args.notebook, params, force=args.force, progress=True)
+        res = run_notebook(args.notebook, params, force=args.force, progress=True,
+                           canonical=args.book)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return _report([res])
 
 
-def _cmd_run_all(args: argparse.Namespace) -> int:
-    from .runner import run_all
+def _executor_kw(args: argparse.Namespace) -> dict:
+    return {"partition": args.partition, "gpus_per_job": args.gpus_per_job,
+            "cpus_per_job": args.cpus_per_job, "timeout_min": args.timeout_min,
+            "mem_gb": args.mem_gb, "max_parallel": args.max_parallel}
 
-    return _report(run_all(args.profile, seed=args.seed, force=args.force))
+
+def _cmd_run_all(args: argparse.Namespace) -> int:
+    from .runner import NOTEBOOKS, run_all, run_notebook
+
+    if args.executor is None:
+        return _report(run_all(args.profile, seed=args.seed, force=args.force))
+    from . import scaleout
+
+    params = {"profile": args.profile, "seed": args.seed}
+    # every notebook as its own job; the status page summarises the others, so it runs last
+    body = [n for n in NOTEBOOKS if n != "status"]
+    jobs = scaleout.notebook_jobs(body, [params], canonical=True)
+    try:
+        res = scaleout.run_jobs(jobs, args.executor, **_executor_kw(args))
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    status = run_notebook("status", params, force=True, canonical=True)
+    res.append({"job": "status", "status": status["status"], "error": status.get("error"),
+                "seconds": status["seconds"], "log": None})
+    print(scaleout.summarise(res))
+    return 1 if any(r["status"] == "failed" for r in res) else 0
+
+
+def _parse_grid(items: list[str]) -> dict[str, list]:
+    grid: dict[str, list] = {}
+    for item in items or []:
+        key, sep, values = item.partition("=")
+        if not sep or not key or not values:
+            raise ValueError(f"--grid takes KEY=V1,V2,..., got {item!r}")
+        grid[key] = [_parse_value(v) for v in values.split(",")]
+    return grid
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from . import scaleout
+
+    try:
+        if (args.notebook is None) == (args.config is None):
+            raise ValueError("give either --notebook NAME or --config NAME (with --method)")
+        fixed = {k: _parse_value(v) for k, v in (args.p or [])}
+        points = [{**fixed, **pt} for pt in scaleout.expand_grid(_parse_grid(args.grid))]
+        if args.notebook is not None:
+            jobs = scaleout.notebook_jobs([args.notebook], points)
+        else:
+            jobs = scaleout.train_jobs(args.method, args.config, args.profile, points,
+                                       eval_epochs=args.evaluate)
+        res = scaleout.run_jobs(jobs, args.executor, **_executor_kw(args))
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(scaleout.summarise(res))
+    return 1 if any(r["status"] == "failed" for r in res) else 0
+
+
+def _add_executor_args(p: argparse.ArgumentParser, default: str | None) -> None:
+    p.add_argument("--executor", choices=("local", "slurm"), default=default,
+                   help="submitit executor: local (subprocesses here) or slurm"
+                   + ("" if default else " (default: run one after another in this process)"))
+    p.add_argument("--partition", default=None, help="Slurm partition")
+    p.add_argument("--gpus-per-job", type=int, default=0)
+    p.add_argument("--cpus-per-job", type=int, default=2)
+    p.add_argument("--mem-gb", type=float, default=None, help="memory per job (Slurm)")
+    p.add_argument("--timeout-min", type=int, default=24 * 60, help="time limit per job")
+    p.add_argument("--max-parallel", type=int, default=0,
+                   help="at most this many jobs submitted at once (0: all)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -313,11 +382,30 @@ def build_parser() -> argparse.ArgumentParser:
     rn.add_argument("-p", nargs=2, action="append", metavar=("KEY", "VALUE"),
                     help="parameter (VALUE parsed as JSON when possible)")
     rn.add_argument("--force", action="store_true", help="rerun even if up to date")
+    rn.add_argument("--book", action="store_true", help="write the book's canonical copy "
+                    "(book/notebooks/NAME.ipynb); default: a copy named by the parameters' hash "
+                    "under the results root")
 
     ra = sub.add_parser("run-all", help="execute every notebook of the book")
     ra.add_argument("--profile", default="smoke", choices=("smoke", "cpu", "paper"))
     ra.add_argument("--seed", type=int, default=0)
     ra.add_argument("--force", action="store_true")
+    _add_executor_args(ra, None)
+
+    sw = sub.add_parser("sweep", help="a grid of notebook executions or training runs, as "
+                        "jobs of a submitit executor (finished jobs are skipped)")
+    sw.add_argument("--notebook", default=None, help="a notebook's grid (e.g. t4_hyperparameters)")
+    sw.add_argument("--method", default="datalens", help="training grid: the method")
+    sw.add_argument("--config", default=None, help="training grid: the config, e.g. mnist-eps1")
+    sw.add_argument("--profile", default="smoke", choices=("smoke", "cpu", "paper"),
+                    help="training grid: the profile")
+    sw.add_argument("--evaluate", type=int, default=None, metavar="EPOCHS",
+                    help="training grid: also evaluate each run for EPOCHS epochs")
+    sw.add_argument("--grid", action="append", metavar="KEY=V1,V2",
+                    help="one axis of the grid (repeatable); training: seed or a config key")
+    sw.add_argument("-p", nargs=2, action="append", metavar=("KEY", "VALUE"),
+                    help="a fixed parameter of every point (notebook grid)")
+    _add_executor_args(sw, "local")
     return p
 
 
@@ -325,7 +413,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     commands = {"data": _cmd_data, "privacy": _cmd_privacy, "train": _cmd_train,
                 "evaluate": _cmd_evaluate, "results": _cmd_results,
-                "reference": _cmd_reference, "run": _cmd_run, "run-all": _cmd_run_all}
+                "reference": _cmd_reference, "run": _cmd_run, "run-all": _cmd_run_all,
+                "sweep": _cmd_sweep}
     return commands[args.cmd](args)
 
 

@@ -15,6 +15,27 @@ PACKAGES = ("torch", "numpy", "scipy", "dp-accounting", "opacus", "datalens-lib"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def results_root() -> Path | None:
+    """``$DATALENS_RESULTS_ROOT``: one folder outside the checkout (e.g. a cluster's shared
+    file system) for everything a run writes: training runs (``runs/``), stored notebook
+    results (``store/``) and executed notebooks (``notebooks/``). ``None`` where unset: the
+    checkout's ``runs/`` and ``data/results/store/``."""
+    root = os.environ.get("DATALENS_RESULTS_ROOT")
+    return Path(root).expanduser().resolve() if root else None
+
+
+def runs_root() -> Path:
+    """Where training runs go: ``$DATALENS_RESULTS_ROOT/runs`` or the checkout's ``runs/``."""
+    root = results_root()
+    return root / "runs" if root else REPO_ROOT / "runs"
+
+
+def store_root() -> Path:
+    """Where notebooks store their results (``store.save_result``)."""
+    root = results_root()
+    return root / "store" if root else REPO_ROOT / "data" / "results" / "store"
+
+
 def git_sha() -> str | None:
     """``$DATALENS_GIT_SHA`` where set (scripts/gpu_setup.sh sets it from the ``.git-sha``
     written here before a lent machine's call: that machine's copy of ``.git`` can name an
@@ -100,8 +121,18 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def _jsonable(x: Any) -> Any:
+    """JSON for what tables hold besides Python types: numpy scalars, pandas' missing value."""
+    if hasattr(x, "item") and getattr(x, "ndim", None) == 0:
+        return x.item()
+    if x is None or type(x).__name__ in ("NAType", "NaTType"):
+        return None
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=_jsonable)
+                              + "\n").encode())
 
 
 def atomic_save(path: Path, save_fn) -> None:

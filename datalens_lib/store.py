@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ._validate import choice
-from .provenance import REPO_ROOT, atomic_write_json, provenance
+from .provenance import atomic_write_json, provenance, store_root
 
-STORE_DIR = REPO_ROOT / "data" / "results" / "store"
 PROFILE_RANK = {"paper": 3, "cpu": 2, "smoke": 1}
 
 
@@ -29,7 +28,7 @@ def params_hash(params: dict[str, Any]) -> str:
 
 def _artifact_dir(artifact: str, root: Path | None) -> Path:
     safe = artifact.replace(":", "_").replace("/", "_")
-    return (root or STORE_DIR) / safe
+    return (root or store_root()) / safe
 
 
 def save_result(artifact: str, params: dict[str, Any], result: Any, *, profile: str,
@@ -58,7 +57,7 @@ def load_results(artifact: str, root: Path | None = None) -> list[dict[str, Any]
 
 
 def all_artifacts(root: Path | None = None) -> list[str]:
-    base = root or STORE_DIR
+    base = root or store_root()
     if not base.exists():
         return []
     out = []

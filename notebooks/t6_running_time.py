@@ -1,7 +1,12 @@
 # ---
 # jupyter:
 #   jupytext:
-#     formats: py:percent
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -45,7 +50,7 @@ with store.Timer() as timer:
     for n in teacher_counts[profile]:
         cfg = book.load_config("mnist-eps1", "paper", teachers=n, train_limit=15 * n,
                                max_steps=steps_timed + 1, n_samples=15, pretrain_teacher=2)
-        tr = DataLensTrainer(cfg, book.RUNS_ROOT / "timing" / f"n{n}", seed=seed,
+        tr = DataLensTrainer(cfg, book.book_runs_root() / "timing" / f"n{n}", seed=seed,
                              device="cpu", progress=False, checkpoint_every=0)
         tr.step()  # warm-up (pre-training step)
         secs = [tr.step()["seconds"] for _ in range(steps_timed)]

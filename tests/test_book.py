@@ -26,10 +26,13 @@ def test_store_roundtrip_best_profile_and_hash(tmp_path):
 
 
 def test_compare_and_agreement_text():
-    rows = [{"dataset": "mnist", "epsilon": 1, "profile": "paper", "ours": 0.70},
-            {"dataset": "fashion-mnist", "epsilon": 10, "profile": "smoke", "ours": 0.2},
-            {"dataset": "celeba-hair", "epsilon": 1, "profile": "-", "ours": None}]
+    rows = [{"dataset": "mnist", "epsilon": 1, "profile": "paper", "ours": 0.70, "steps": 86},
+            {"dataset": "fashion-mnist", "epsilon": 10, "profile": "smoke", "ours": 0.2,
+             "steps": 3},
+            {"dataset": "celeba-hair", "epsilon": 1, "profile": "-", "ours": None,
+             "steps": None}]
     df = book.compare(rows, "tab_image.csv", ("dataset", "epsilon"))
+    assert str(df["steps"].dtype) == "Int64" and "86.0" not in df.to_string()
     assert df["paper"].tolist() == [0.7123, 0.7061, 0.6061]
     assert df["difference"].iloc[0] == pytest.approx(0.70 - 0.7123)
     assert pd.isna(df["difference"].iloc[1])  # a smoke cell is no difference from the paper
@@ -75,13 +78,14 @@ def test_run_notebook_executes_skips_and_fails_cleanly(tmp_path):
     src = tmp_path / "tiny.py"
     src.write_text(NB)
     out_dir = tmp_path / "out"
-    r = run_notebook(src, {"x": 21}, output_dir=out_dir)
+    r = run_notebook(src, {"x": 21}, output_dir=out_dir, canonical=True)
     assert r["status"] == "ok"
     nb = json.loads((out_dir / "tiny.ipynb").read_text())
     assert "x is 42" in json.dumps(nb["cells"])
-    assert run_notebook(src, {"x": 21}, output_dir=out_dir)["status"] == "skipped"
-    assert run_notebook(src, {"x": 21}, output_dir=out_dir, force=True)["status"] == "ok"
-    bad = run_notebook(src, {"fail": True}, output_dir=out_dir)
+    assert run_notebook(src, {"x": 21}, output_dir=out_dir, canonical=True)["status"] == "skipped"
+    again = run_notebook(src, {"x": 21}, output_dir=out_dir, force=True, canonical=True)
+    assert again["status"] == "ok"
+    bad = run_notebook(src, {"fail": True}, output_dir=out_dir, canonical=True)
     assert bad["status"] == "failed" and "asked to fail" in bad["error"]
     assert "x is 42" in (out_dir / "tiny.ipynb").read_text()  # the good output is kept
     assert not list(out_dir.glob(".tiny.*"))

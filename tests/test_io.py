@@ -116,12 +116,12 @@ def test_runner_reruns_when_source_or_parameters_change(tmp_path):
     src = tmp_path / "tiny.py"
     src.write_text(NB)
     out = tmp_path / "out"
-    assert runner.run_notebook(src, {"x": 1}, output_dir=out)["status"] == "ok"
-    assert runner.run_notebook(src, {"x": 1}, output_dir=out)["status"] == "skipped"
-    assert runner.run_notebook(src, {"x": 2}, output_dir=out)["status"] == "ok"
+    assert runner.run_notebook(src, {"x": 1}, output_dir=out, canonical=True)["status"] == "ok"
+    assert runner.run_notebook(src, {"x": 1}, output_dir=out, canonical=True)["status"] == "skipped"
+    assert runner.run_notebook(src, {"x": 2}, output_dir=out, canonical=True)["status"] == "ok"
     assert "x is 4" in (out / "tiny.ipynb").read_text()
     src.write_text(NB.replace("x * 2", "x * 3"))
-    r = runner.run_notebook(src, {"x": 2}, output_dir=out)
+    r = runner.run_notebook(src, {"x": 2}, output_dir=out, canonical=True)
     assert r["status"] == "ok" and r["output"] == str(out / "tiny.ipynb")
     nb = json.loads((out / "tiny.ipynb").read_text())
     assert "x is 6" in json.dumps(nb["cells"])
@@ -144,17 +144,18 @@ def test_runner_executed_hash_of_unreadable_notebook(tmp_path):
     with pytest.raises(ValueError, match=r"^notebook 'no_such_notebook' not found; known: "
                                          r"t1_main_utility, t2_low_epsilon, "):
         runner.notebook_path("no_such_notebook")
-    assert runner.notebook_path("status") == runner.NOTEBOOKS_DIR / "status.py"
+    assert runner.notebook_path("status") == runner.NOTEBOOKS_DIR / "status.ipynb"
 
 
 def test_run_all_passes_profile_and_seed_to_every_notebook(monkeypatch):
     seen = []
     monkeypatch.setattr(runner, "run_notebook",
-                        lambda name, params, force=False: seen.append((name, params, force))
+                        lambda name, params, force=False, canonical=False:
+                        seen.append((name, params, force, canonical))
                         or {"notebook": name, "status": "ok"})
     res = runner.run_all("cpu", seed=3, force=True, names=("a", "b"), progress=False)
-    assert seen == [("a", {"profile": "cpu", "seed": 3}, True),
-                    ("b", {"profile": "cpu", "seed": 3}, True)]
+    assert seen == [("a", {"profile": "cpu", "seed": 3}, True, True),
+                    ("b", {"profile": "cpu", "seed": 3}, True, True)]
     assert [r["notebook"] for r in res] == ["a", "b"]
     seen.clear()
     runner.run_all(progress=False)
@@ -207,7 +208,7 @@ def test_runner_executes_into_a_hidden_partial_file_in_the_output_folder(tmp_pat
     import time
 
     t0 = time.perf_counter()
-    r = runner.run_notebook(src, {"x": 5}, output_dir=out)
+    r = runner.run_notebook(src, {"x": 5}, output_dir=out, canonical=True)
     wall = time.perf_counter() - t0
     (inp, partial, kw), = calls
     assert os.path.dirname(partial) == str(out)
@@ -216,11 +217,11 @@ def test_runner_executes_into_a_hidden_partial_file_in_the_output_folder(tmp_pat
     assert kw["parameters"] == {"x": 5} and kw["progress_bar"] is False
     assert r["notebook"] == "tiny" and r["status"] == "ok" and r["error"] is None
     assert isinstance(r["seconds"], float) and abs(r["seconds"] - wall) < 0.2
-    skipped = runner.run_notebook(src, {"x": 5}, output_dir=out)
+    skipped = runner.run_notebook(src, {"x": 5}, output_dir=out, canonical=True)
     assert skipped == {"notebook": "tiny", "status": "skipped", "output": str(out / "tiny.ipynb"),
                        "seconds": 0.0}
     src.write_text(NB + 'raise ValueError("broken on purpose")\n')
-    bad = runner.run_notebook(src, {"x": 5}, output_dir=out)
+    bad = runner.run_notebook(src, {"x": 5}, output_dir=out, canonical=True)
     assert bad["status"] == "failed" and bad["notebook"] == "tiny"
     assert "ValueError" in bad["error"] and "broken on purpose" in bad["error"]
     assert bad["output"] == str(out / "tiny.ipynb") and bad["error"] == bad["error"].strip()

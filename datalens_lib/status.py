@@ -1,0 +1,210 @@
+"""The book's front door: how much of each paper artifact is reproduced, and how well.
+
+One row per artifact of the paper (``data/paper/artifacts.csv``: every table and figure with
+results, reproduced or not), computed from the results store (what the notebooks wrote) and
+the paper's transcribed numbers (``data/paper/*.csv``):
+
+* **cells**: the paper's cells of that artifact (its CSV rows of the compared metric) and how
+  many of them we have *at paper scale* (``profile == "paper"``);
+* **median |ours − paper|** over the paper-scale cells only. A smoke or cpu-profile result is a
+  pipeline check: it is counted as such and never compared with a paper number;
+* a **verdict**: ``agrees`` (median |difference| within ``tolerance``), ``differs``,
+  ``pipeline check only`` (ran, but not at paper scale), ``needs user data`` (every cell we
+  lack needs a dataset that cannot be downloaded here), ``not run``, or for artifacts without
+  numbers to compare (figures, timings on other hardware) ``shown at paper scale``.
+
+The tolerance is a parameter (default 2 points of accuracy) because no cell has several
+paper-scale seeds yet; once it has, the seed spread is the natural tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from . import store
+from .results import PAPER_DIR
+
+VERDICTS = ("agrees", "differs", "shown at paper scale", "pipeline check only",
+            "needs user data", "not run")
+
+
+@dataclass(frozen=True)
+class Artifact:
+    artifact: str
+    kind: str
+    title: str
+    page: str | None
+    stores: tuple[str, ...]
+    metric: str | None
+    user_data: tuple[str, ...]
+
+
+def artifacts() -> list[Artifact]:
+    """Every paper artifact with results, in the paper's order (``data/paper/artifacts.csv``)."""
+    df = pd.read_csv(PAPER_DIR / "artifacts.csv", dtype=str, keep_default_na=False)
+    return [Artifact(r.artifact, r.kind, r.title, r.page or None,
+                     tuple(s for s in r.store.split(";") if s), r.paper_metric or None,
+                     tuple(s for s in r.user_data.split(";") if s))
+            for r in df.itertuples()]
+
+
+def paper_cells(art: Artifact) -> pd.DataFrame:
+    """The paper's cells of ``art`` in the compared metric (empty when not transcribed)."""
+    frames = [pd.read_csv(p, dtype={"parameter": str}, keep_default_na=False)
+              for p in sorted(PAPER_DIR.glob("tab_*.csv"))]
+    df = pd.concat(frames, ignore_index=True)
+    return df[(df.artifact == art.artifact) & (df.metric == (art.metric or ""))]
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def our_rows(art: Artifact, root=None) -> list[dict[str, Any]]:
+    """Our cells of ``art``: the rows of the best stored result of each of its store names,
+    one per cell (a paper-profile row wins over a smaller profile's row of the same cell)."""
+    rows: dict[tuple, dict[str, Any]] = {}
+    for name in art.stores:
+        rec = store.best(store.load_results(name, root=root))
+        if rec is None:
+            continue
+        res = rec["result"]
+        cells = res if isinstance(res, list) else res.get("rows", [])
+        for c in cells:
+            if not isinstance(c, dict):
+                continue
+            c = {**c, "method": c.get("method", "DataLens"),
+                 "profile": c.get("profile", rec["profile"])}
+            key = tuple(str(c.get(k)) for k in ("dataset", "method", "epsilon", "parameter",
+                                                 "config", "teachers"))
+            old = rows.get(key)
+            if old is None or store.PROFILE_RANK.get(c.get("profile"), 0) > \
+                    store.PROFILE_RANK.get(old.get("profile"), 0):
+                rows[key] = c
+    return list(rows.values())
+
+
+def _is_compared(c: dict[str, Any]) -> bool:
+    return c.get("profile") == "paper" and _finite(c.get("ours")) and _finite(c.get("paper"))
+
+
+def summarise(art: Artifact, tolerance: float = 0.02, root=None) -> dict[str, Any]:
+    """The status row of one artifact (module docstring)."""
+    if not (isinstance(tolerance, (int, float)) and tolerance > 0):
+        raise ValueError(f"tolerance must be > 0, got {tolerance!r}")
+    paper = paper_cells(art) if art.metric else pd.DataFrame(columns=["dataset"])
+    ours = our_rows(art, root=root)
+    compared = [c for c in ours if _is_compared(c)]
+    # a cell ran when it has a number (tables) or any record at some profile (figures, timing)
+    ran = [c for c in ours if _finite(c.get("ours")) or (not art.metric and c.get("profile"))]
+    at_paper = [c for c in ran if c.get("profile") == "paper"]
+    med = float(pd.Series([abs(c["ours"] - c["paper"]) for c in compared]).median()) \
+        if compared else None
+    if compared:
+        verdict = "agrees" if med <= tolerance else "differs"
+    elif at_paper and not art.metric:
+        verdict = "shown at paper scale"
+    elif ran:
+        verdict = "pipeline check only"
+    elif len(paper) and set(paper.dataset) <= set(art.user_data):
+        verdict = "needs user data"
+    else:
+        verdict = "not run"
+    return {"artifact": art.artifact, "kind": art.kind, "title": art.title,
+            "paper cells": len(paper) if len(paper) else None,
+            "at paper scale": len(compared) if art.metric else len(at_paper),
+            "pipeline checks": sum(c.get("profile") != "paper" for c in ran),
+            "median |ours - paper|": med, "verdict": verdict, "page": art.page,
+            "needs user data": ", ".join(art.user_data)}
+
+
+def status_table(tolerance: float = 0.02, root=None) -> pd.DataFrame:
+    """One row per paper artifact (:func:`summarise`)."""
+    return pd.DataFrame([summarise(a, tolerance, root) for a in artifacts()])
+
+
+def method_matrix(root=None) -> pd.DataFrame:
+    """Artifact x method: the median (ours - paper) over paper-scale cells, NaN where no cell
+    of that method is at paper scale; with the counts behind it (``n``, ``of``)."""
+    out = []
+    for art in artifacts():
+        if not art.metric:
+            continue
+        paper = paper_cells(art)
+        ours = our_rows(art, root=root)
+        for method in sorted(set(paper.method)):
+            if method == "real data":
+                continue
+            cells = [c for c in ours if c["method"] == method and _is_compared(c)]
+            d = [c["ours"] - c["paper"] for c in cells]
+            out.append({"artifact": art.artifact, "method": method,
+                        "median difference": float(pd.Series(d).median()) if d else math.nan,
+                        "n": len(d), "of": int((paper.method == method).sum())})
+    return pd.DataFrame(out)
+
+
+def to_html(table: pd.DataFrame) -> str:
+    """The status table as HTML that fits a book page: integers as integers, ``—`` for
+    nothing, the verdict coloured, the artifact linked to its page."""
+    colours = {"agrees": "#1a7f37", "differs": "#b35900", "shown at paper scale": "#1a7f37",
+               "pipeline check only": "#57606a", "needs user data": "#6f42c1",
+               "not run": "#8c959f"}
+
+    def cells(r) -> str:
+        page = r["page"] if isinstance(r["page"], str) and r["page"] else None  # NaN in a frame
+        name = (f'<a href="{page}.html"><code>{r["artifact"]}</code></a>' if page
+                else f'<code>{r["artifact"]}</code>')
+        total = "—" if r["paper cells"] is None or pd.isna(r["paper cells"]) \
+            else str(int(r["paper cells"]))
+        cov = f'{int(r["at paper scale"])} / {total}'
+        med = r["median |ours - paper|"]
+        med = "—" if med is None or pd.isna(med) else f"{med:.3f}"
+        checks = int(r["pipeline checks"]) or "—"
+        v = r["verdict"]
+        num = "style='text-align:right;padding:0 0.8em;white-space:nowrap'"
+        return (f"<td>{name}</td><td>{r['title']}</td><td {num}>{cov}</td>"
+                f"<td {num}>{checks}</td><td {num}>{med}</td>"
+                f"<td style='color:{colours[v]};font-weight:600;padding-left:0.8em'>{v}</td>")
+
+    head = ("<tr><th>artifact</th><th>what</th><th>paper-scale cells</th>"
+            "<th>pipeline checks</th><th>median |ours − paper|</th><th>verdict</th></tr>")
+    body = "".join(f"<tr>{cells(r)}</tr>" for _, r in table.iterrows())
+    return (f"<table class='datalens-status' style='font-size:0.9em;width:100%'>"
+            f"<thead>{head}</thead><tbody>{body}</tbody></table>")
+
+
+def heatmap(matrix: pd.DataFrame):
+    """Artifact x method, coloured by the median (ours - paper) over paper-scale cells and
+    annotated ``n/of``; grey where the method has no paper-scale cell in that artifact, blank
+    where the paper has no such cell. Returns the matplotlib figure."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    arts = list(dict.fromkeys(matrix.artifact))
+    methods = list(dict.fromkeys(sorted(matrix.method, key=lambda m: (m != "DataLens", m))))
+    val = np.full((len(arts), len(methods)), np.nan)
+    fig, ax = plt.subplots(figsize=(1.0 + 0.85 * len(methods), 0.8 + 0.42 * len(arts)))
+    lim = max(0.05, float(np.nanmax(np.abs(matrix["median difference"]))) if
+              matrix["median difference"].notna().any() else 0.05)
+    cols = ["artifact", "method", "median difference", "n", "of"]
+    for art, method, med, n, of in matrix[cols].itertuples(index=False):
+        i, j = arts.index(art), methods.index(method)
+        val[i, j] = med
+        if not n:
+            ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, color="#d0d7de"))
+        ax.text(j, i, f"{n}/{of}", ha="center", va="center", fontsize=8,
+                color="black" if not n or abs(med) < 0.6 * lim else "white")
+    im = ax.imshow(np.ma.masked_invalid(val), cmap="RdBu", vmin=-lim, vmax=lim, aspect="auto")
+    ax.set_xticks(range(len(methods)), methods, rotation=35, ha="right", fontsize=8)
+    ax.set_yticks(range(len(arts)), arts, fontsize=8)
+    ax.set_xlim(-0.5, len(methods) - 0.5)
+    ax.set_ylim(len(arts) - 0.5, -0.5)
+    fig.colorbar(im, ax=ax, shrink=0.8, label="median ours − paper (paper scale)")
+    ax.set_title("Paper-scale cells reproduced (n / paper's cells); grey: none yet",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig

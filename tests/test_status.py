@@ -1,0 +1,104 @@
+"""The status page (datalens_lib.status): every paper artifact listed, coverage counted at paper
+scale only, smoke results never compared with the paper, and HTML that fits the page."""
+
+import math
+import re
+
+import pandas as pd
+import pytest
+from conftest import SHARED
+
+from datalens_lib import status, store
+from datalens_lib.results import PAPER_DIR
+
+PAPER_TEX = SHARED.parent / "paper" / "000_9b649959b7e50e15.txt"
+
+
+def test_every_result_artifact_of_the_paper_is_listed():
+    listed = [a.artifact for a in status.artifacts()]
+    assert len(listed) == len(set(listed))
+    transcribed = set()
+    for p in PAPER_DIR.glob("tab_*.csv"):
+        transcribed |= set(pd.read_csv(p).artifact)
+    assert transcribed - {"sec:runtime"} <= set(listed)  # sec:runtime feeds tab:time's page
+    for a in ("tab:visual", "tab:full_image", "tab:compression", "fig:dpsgd", "fig:vis",
+              "fig:dept_bound", "tab:control"):
+        assert a in listed
+    if PAPER_TEX.exists():
+        tex = PAPER_TEX.read_text()
+        for a in listed:
+            assert f"\\label{{{a}}}" in tex, a
+    pages = {a.page for a in status.artifacts() if a.page}
+    from datalens_lib.runner import NOTEBOOKS
+    assert pages <= set(NOTEBOOKS)
+
+
+def _save(root, name, rows, profile="paper"):
+    store.save_result(name, {"n": len(rows), "p": profile}, rows, profile=profile, root=root)
+
+
+def test_coverage_and_verdict_use_paper_scale_cells_only(tmp_path):
+    art = next(a for a in status.artifacts() if a.artifact == "tab:image")
+    empty = status.summarise(art, root=tmp_path)
+    assert empty["verdict"] == "not run" and empty["at paper scale"] == 0
+    assert empty["paper cells"] == 55 and empty["median |ours - paper|"] is None
+    rows = [
+        {"dataset": "mnist", "epsilon": 1, "ours": 0.70, "paper": 0.7123, "profile": "paper"},
+        {"dataset": "mnist", "epsilon": 10, "ours": 0.77, "paper": 0.8066, "profile": "paper"},
+        # a smoke cell far from the paper: a pipeline check, never in the median
+        {"dataset": "fashion-mnist", "epsilon": 1, "ours": 0.10, "paper": 0.6478,
+         "profile": "smoke", "difference": -0.5478},
+        {"dataset": "celeba-hair", "epsilon": 1, "ours": math.nan, "paper": 0.6,
+         "profile": "-", "status": "needs the user's data"},
+    ]
+    _save(tmp_path, "tab:image", rows)
+    row = status.summarise(art, tolerance=0.05, root=tmp_path)
+    assert row["at paper scale"] == 2 and row["pipeline checks"] == 1
+    assert row["median |ours - paper|"] == pytest.approx((0.0123 + 0.0366) / 2)
+    assert row["verdict"] == "agrees"
+    assert status.summarise(art, tolerance=0.02, root=tmp_path)["verdict"] == "differs"
+    with pytest.raises(ValueError, match="^tolerance must be > 0"):
+        status.summarise(art, tolerance=0, root=tmp_path)
+    # the baselines' record adds methods; a paper-scale row wins over a smoke row of a cell
+    _save(tmp_path, "tab:image (all methods)", [
+        {"dataset": "mnist", "method": "G-PATE", "epsilon": 1, "ours": 0.5, "paper": 0.5218,
+         "profile": "smoke"},
+        {"dataset": "mnist", "method": "DataLens", "epsilon": 1, "ours": 0.1, "paper": 0.7123,
+         "profile": "smoke"}])
+    row = status.summarise(art, tolerance=0.05, root=tmp_path)
+    assert row["at paper scale"] == 2 and row["pipeline checks"] == 2
+    m = status.method_matrix(root=tmp_path)
+    dl = m[(m.artifact == "tab:image") & (m.method == "DataLens")].iloc[0]
+    assert dl.n == 2 and dl.of == 10
+    assert dl["median difference"] == pytest.approx((-0.0123 - 0.0366) / 2)
+    gp = m[(m.artifact == "tab:image") & (m.method == "G-PATE")].iloc[0]
+    assert gp.n == 0 and math.isnan(gp["median difference"])
+
+
+def test_verdicts_for_figures_smoke_only_and_user_data(tmp_path):
+    arts = {a.artifact: a for a in status.artifacts()}
+    _save(tmp_path, "fig:dept_bound", [{"config": "mnist-eps1", "profile": "paper"}])
+    assert status.summarise(arts["fig:dept_bound"], root=tmp_path)["verdict"] == \
+        "shown at paper scale"
+    _save(tmp_path, "tab:components", [{"dataset": "mnist", "parameter": "full", "ours": 0.2,
+                                        "paper": 0.7123}], profile="smoke")
+    comp = status.summarise(arts["tab:components"], root=tmp_path)
+    assert comp["verdict"] == "pipeline check only" and comp["median |ours - paper|"] is None
+    assert status.summarise(arts["tab:dpsgd-cifar"], root=tmp_path)["verdict"] == \
+        "needs user data"
+    assert status.summarise(arts["tab:dpsgd-mnist"], root=tmp_path)["verdict"] == "not run"
+
+
+def test_status_html_fits_the_page(tmp_path):
+    _save(tmp_path, "tab:image", [{"dataset": "mnist", "epsilon": 1, "ours": 0.70,
+                                   "paper": 0.7123, "profile": "paper", "steps": 86.0}])
+    table = status.status_table(root=tmp_path)
+    assert set(table.verdict) <= set(status.VERDICTS)
+    html = status.to_html(table)
+    assert not re.search(r"\bnan\b", html, re.I) and "None" not in html
+    assert not re.search(r">\s*\d+\.0\s*<", html)  # counts print as integers
+    assert ">1 / 55<" in html and ">0.012<" in html
+    assert '<a href="t1_main_utility.html"><code>tab:image</code></a>' in html
+    assert "<code>tab:visual</code>" in html  # listed without a page
+    fig = status.heatmap(status.method_matrix(root=tmp_path))
+    assert fig.axes[0].get_yticklabels()[0].get_text() == "tab:image"
