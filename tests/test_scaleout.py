@@ -133,3 +133,24 @@ def test_slurm_executor_asks_for_the_resources(tmp_path, monkeypatch):
     for line in ("#SBATCH --partition=gpu", "#SBATCH --gpus-per-node=1",
                  "#SBATCH --cpus-per-task=8", "#SBATCH --mem=64GB", "#SBATCH --time=90"):
         assert line in script, line
+
+
+@pytest.mark.slow
+def test_run_all_on_the_local_executor_builds_every_book_notebook():
+    """`datalens run-all --executor local` (the command, in its own process): every notebook
+    of the book as its own job (two at a time), the status page last; the book's canonical
+    copies are what `make book` then finds up to date, and a second call skips them all."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cmd = [str(Path(sys.executable).parent / "datalens"), "run-all", "--profile", "smoke",
+           "--executor", "local", "--max-parallel", "2"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for name in runner.NOTEBOOKS:
+        assert runner.is_up_to_date(name, {"profile": "smoke", "seed": 0}, canonical=True), name
+    assert "0 failed" in done.stdout
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    assert again.returncode == 0
+    assert f"{len(runner.NOTEBOOKS) - 1} already finished (skipped)" in again.stdout
