@@ -292,7 +292,7 @@ class Run:
         if m.device.type == "cuda":
             rec["cuda_peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
         rec.update(provenance())
-        rec["hardware"]["conv_layout"] = conv_layout(m.device)  # a speed choice (ensemble)
+        rec.setdefault("hardware", {})["conv_layout"] = conv_layout(m.device)  # speed only
         if rec.get("git_sha") not in (None, self.git_sha_at_start):
             rec["git_sha_at_end"] = rec["git_sha"]  # HEAD moved while the run trained
         rec["git_sha"] = self.git_sha_at_start
