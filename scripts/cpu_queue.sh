@@ -13,10 +13,12 @@
 # generator snapshots at eps = 0.2, 0.4, 0.6, 0.8 (tab:lowdp; methods.harness) and evaluates
 # each. (Edit this file by writing a new one and renaming it over: a running bash keeps
 # reading the file it started from.)
-# G-PATE at the paper setting measured 240-295 s per step here over its first 3 steps (131
-# steps: ~9 h), against 33-46 s for a DataLens step with the same teachers and batch; other
-# jobs shared the 2 cores then, and the gap is not yet explained (issue 10). The GPU queue
-# runs those cells first; here they come last.
+# G-PATE at the paper setting measured 240-295 s per step here (131 steps: ~9 h), against
+# 33-46 s for a DataLens step with the same teachers: its shuffled split gives every teacher
+# its own label sequence, so the exact per-teacher fakes (BatchNorm over the teacher's own
+# batch, as in the official code) are 4000 generator passes per step (~7 TFLOP), where
+# DataLens's class-ordered split needs ~10. The GPU queue runs those cells first; here they
+# come last.
 # bfloat16 Adam moments are what lets 4000 MNIST teachers fit 24 GiB (datalens_lib.ensemble).
 set -euo pipefail
 cd "$(dirname "$0")/.."
