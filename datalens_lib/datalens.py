@@ -113,22 +113,26 @@ def sample_generator(G: Generator, n: int, batch: int, generator: torch.Generato
                      ) -> tuple[np.ndarray, np.ndarray]:
     """n images G(z, y) with uniform random labels and z ~ U(-1, 1), as float16, and labels.
 
-    Generated in batches of ``batch`` (BatchNorm in training mode over each batch, as during
-    training and in the official sampler); ``groups_per_call`` batches share one forward call
-    with separate BatchNorm statistics (the same numbers, fewer and larger kernels). The labels
-    and z are drawn from ``generator`` on the CPU, so the images do not depend on the device
-    beyond float rounding."""
-    labels = torch.randint(0, G.y_dim, (n,), generator=generator)
+    Generated in batches of exactly ``batch`` (BatchNorm in training mode over each batch, as
+    during training): when ``batch`` does not divide ``n`` the last batch is filled up and the
+    extra images dropped, so no image comes from a smaller batch's statistics (an older version
+    put the remainder, e.g. the last 160 of 100k, in one odd-sized batch; issue 12).
+    ``groups_per_call`` batches share one forward call with separate BatchNorm statistics (the
+    same numbers, fewer and larger kernels). The labels and z are drawn from ``generator`` on
+    the CPU, so the images do not depend on the device beyond float rounding; the first ``n``
+    labels are those of a draw of ``n``."""
+    n_pad = -(-n // batch) * batch
+    labels = torch.randint(0, G.y_dim, (n_pad,), generator=generator)
     xs = []
     per_call = batch * groups_per_call
-    for s in range(0, n, per_call):
+    for s in range(0, n_pad, per_call):
         y = labels[s: s + per_call]
-        m = len(y)
-        g = max(1, m // batch) if m % batch == 0 else 1
+        m = len(y)  # a multiple of batch
         z = torch.rand(m, G.z_dim, generator=generator) * 2 - 1
-        x = G(z.to(device), F.one_hot(y.to(device), G.y_dim).to(torch.float32), groups=g)
+        x = G(z.to(device), F.one_hot(y.to(device), G.y_dim).to(torch.float32),
+              groups=m // batch)
         xs.append(x.cpu().to(torch.float16))
-    return torch.cat(xs).numpy(), labels.numpy().astype(np.int64)
+    return torch.cat(xs)[:n].numpy(), labels[:n].numpy().astype(np.int64)
 
 
 @dataclass

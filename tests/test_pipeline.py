@@ -345,8 +345,8 @@ def test_interrupted_run_returns_its_step_and_resumes_there(tmp_path, mnist_dir)
 
 
 def test_samples_are_generated_in_batches_of_B(tmp_path, mnist_dir):
-    """sample(n) draws uniform labels, then G in training-mode BatchNorm over groups of B
-    samples (as during training); n need not be a multiple of B."""
+    """sample(n) draws uniform labels, then G in training-mode BatchNorm over groups of exactly
+    B samples (as during training); n need not be a multiple of B."""
     tr = pinned(tmp_path, mnist_dir)
     x, y = tr.sample(2 * tr.batch, torch.Generator().manual_seed(5))
     assert x.shape == (20, 1, 28, 28) and x.dtype == np.float16 and y.dtype == np.int64
@@ -360,8 +360,18 @@ def test_samples_are_generated_in_batches_of_B(tmp_path, mnist_dir):
             direct = tr.G(z[s: s + 10], tr._onehot(labels[s: s + 10]))
             np.testing.assert_allclose(x[s: s + 10], direct.numpy().astype(np.float16),
                                        atol=2e-3)
-    odd, _ = tr.sample(13, torch.Generator().manual_seed(5))
-    assert odd.shape == (13, 1, 28, 28)
+    odd, odd_y = tr.sample(13, torch.Generator().manual_seed(5))
+    assert odd.shape == (13, 1, 28, 28) and np.array_equal(odd_y, labels[:13].numpy())
+    # the last 3 come from a full batch of B = 10 (7 extra images drawn and dropped), never
+    # from BatchNorm statistics over 3 images
+    g = torch.Generator().manual_seed(5)
+    labels20 = torch.randint(0, 10, (20,), generator=g)
+    z20 = torch.rand(20, tr.cfg.z_dim, generator=g) * 2 - 1
+    with torch.no_grad():
+        full = tr.G(z20[10:], tr._onehot(labels20[10:]))
+        alone = tr.G(z20[10:13], tr._onehot(labels20[10:13]))
+    np.testing.assert_allclose(odd[10:], full[:3].numpy().astype(np.float16), atol=2e-3)
+    assert not np.allclose(odd[10:], alone.numpy().astype(np.float16), atol=2e-3)
     many, labels_many = tr.sample(10 * 64 + 10, torch.Generator().manual_seed(6))
     assert many.shape[0] == 650 and set(np.unique(labels_many)) == set(range(10))
 
