@@ -30,6 +30,13 @@ def runs_root() -> Path:
     return root / "runs" if root else REPO_ROOT / "runs"
 
 
+def notebooks_root() -> Path:
+    """Where non-canonical notebook executions go: ``$DATALENS_RESULTS_ROOT/notebooks`` or the
+    checkout's ``runs/notebooks``."""
+    root = results_root()
+    return root / "notebooks" if root else REPO_ROOT / "runs" / "notebooks"
+
+
 def store_root() -> Path:
     """Where notebooks store their results (``store.save_result``)."""
     root = results_root()
@@ -121,18 +128,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def _jsonable(x: Any) -> Any:
-    """JSON for what tables hold besides Python types: numpy scalars, pandas' missing value."""
-    if hasattr(x, "item") and getattr(x, "ndim", None) == 0:
-        return x.item()
-    if x is None or type(x).__name__ in ("NAType", "NaTType"):
-        return None
-    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
-
-
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=_jsonable)
-                              + "\n").encode())
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
 
 
 def atomic_save(path: Path, save_fn) -> None:

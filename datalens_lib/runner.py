@@ -22,7 +22,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from .provenance import REPO_ROOT, results_root
+from .provenance import REPO_ROOT, notebooks_root
 from .store import params_hash
 
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
@@ -30,13 +30,6 @@ OUTPUT_DIR = REPO_ROOT / "book" / "notebooks"
 #: Book order; every notebook takes ``profile`` and ``seed``.
 NOTEBOOKS = ("t1_main_utility", "t2_low_epsilon", "f1_dependent_bound", "t4_hyperparameters",
              "t6_running_time", "t7_components", "f3_samples", "privacy_explorer", "status")
-
-
-def notebooks_root() -> Path:
-    """Where non-canonical executions go: ``$DATALENS_RESULTS_ROOT/notebooks`` or the
-    checkout's ``runs/notebooks``."""
-    root = results_root()
-    return root / "notebooks" if root else REPO_ROOT / "runs" / "notebooks"
 
 
 def notebook_path(name: str) -> Path:
