@@ -7,6 +7,10 @@ Subcommands:
   train [--method datalens|dcgan] --config NAME --profile smoke|cpu|paper --out DIR
         [--resume] [--device auto|cpu|cuda] [--seed S] [--set KEY=VALUE]...
   evaluate RUN_DIR [--protocol paper|clean] [--epochs N] [--device ...]
+  evaluate FILE.npz --dataset D [--epochs N]      any images+labels, the same protocol
+  quality (RUN_DIR | FILE.npz --dataset D) [--inception-weights PTH]   IS / FID
+  publish-samples RUN_DIR --dest DIR [--n 10000]  a uint8 subset beside committed records
+  domain-classifier --dataset D                   train the IS/FID network
   results [--json]        committed DataLens runs beside the paper's tab:image numbers
   run NOTEBOOK [-p KEY VALUE]... [--force] [--book]   execute one notebook with papermill
   run-all [--profile smoke|cpu|paper] [--force] [--executor local|slurm ...]
@@ -121,10 +125,38 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evaluate_file(args: argparse.Namespace) -> int:
+    """``datalens evaluate FILE.npz --dataset D``: any user file, the paper protocol."""
+    from .datalens import resolve_device
+    from .evaluate import evaluate_samples
+    from .provenance import atomic_write_json, provenance
+
+    path = Path(args.run)
+    if not args.dataset:
+        print("error: evaluating a sample file needs --dataset", file=sys.stderr)
+        return 2
+    epochs = args.epochs or 600
+    try:
+        res = evaluate_samples(path, args.dataset, epochs=epochs, lr=args.lr,
+                               batch_size=args.batch_size, seed=args.seed,
+                               device=str(resolve_device(args.device)), limit=args.limit)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    res.update(provenance())
+    out = path.parent / (args.name or f"{path.stem}-eval-{epochs}ep.json")
+    atomic_write_json(out, res)
+    print(f"test accuracy: paper protocol (max over epochs) {res['paper']:.4f}, clean protocol "
+          f"(after {epochs} epochs) {res['clean']:.4f}; record {out}")
+    return 0
+
+
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from .evaluate import evaluate_samples
     from .provenance import atomic_write_json, provenance
 
+    if args.run.endswith(".npz"):
+        return _evaluate_file(args)
     run_dir = Path(args.run)
     try:
         rec = json.loads((run_dir / "run.json").read_text())
@@ -134,7 +166,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         return 2
     cfg = rec["config"]
     epochs = args.epochs or cfg["eval_epochs"]
-    samples, prefix = rec["samples"]["file"], ""
+    try:
+        _, path = _run_samples(run_dir)
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    # a published subset gets its own record name: never overwrite the full run's evaluation
+    samples = path.name
+    prefix = "" if samples == rec["samples"]["file"] else f"{path.stem}-"
     if args.snapshot is not None:
         snaps = {s["budget"]: s for s in rec.get("snapshots", []) if "samples" in s}
         if args.snapshot not in snaps:
@@ -153,13 +192,99 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         from .book import schedule_check
 
         res["schedule_check"] = schedule_check(cfg, epochs, cfg["eval_epochs"])
-    if prefix:
+    if args.snapshot is not None:
         res["snapshot"] = snaps[args.snapshot]
     name = args.name or f"{prefix}eval-{epochs}ep.json"
     atomic_write_json(run_dir / name, res)
     print(f"test accuracy: paper protocol (max over epochs) {res['paper']:.4f}, "
           f"clean protocol (after {epochs} epochs) {res['clean']:.4f}"
           + ("" if args.protocol is None else f"; {args.protocol}: {res[args.protocol]:.4f}"))
+    return 0
+
+
+def _run_samples(run_dir: Path) -> tuple[dict, Path]:
+    """A run's record and its sample file: the full ``samples.npz`` when present, else the
+    published subset named in the record."""
+    rec = json.loads((run_dir / "run.json").read_text())
+    full = run_dir / rec.get("samples", {}).get("file", "samples.npz")
+    if full.exists():
+        return rec, full
+    pub = rec.get("published_samples")
+    if pub and (run_dir / pub["file"]).exists():
+        return rec, run_dir / pub["file"]
+    raise FileNotFoundError(f"{run_dir} has neither {full.name} nor a published subset")
+
+
+def _cmd_quality(args: argparse.Namespace) -> int:
+    from .provenance import atomic_write_json, provenance
+    from .quality import score_images
+    from .samples import load_samples
+
+    target = Path(args.target)
+    try:
+        if target.is_dir():
+            rec, path = _run_samples(target)
+            dataset = args.dataset or rec["config"]["dataset"]
+        else:
+            path, dataset = target, args.dataset
+            if not dataset:
+                print("error: scoring a sample file needs --dataset", file=sys.stderr)
+                return 2
+        x, y = load_samples(path)
+        x, y = x[: args.limit], y[: args.limit]
+        res = {"samples": path.name, "dataset": dataset, **score_images(x, y, dataset)}
+        if args.inception_weights:
+            from .data import load_dataset
+            from .quality.inception import inception_scores
+
+            res["inception"] = inception_scores(x, load_dataset(dataset).x_train,
+                                                weights=args.inception_weights)
+    except (ValueError, FileNotFoundError, ImportError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    res.update(provenance())
+    print(f"{path}: IS (domain classifier) {res['is']:.3f} ± {res['is_std']:.3f}, "
+          f"FID (domain features) {res['fid']:.3f}, n = {res['n']}")
+    if not args.no_write:
+        out = (target / "quality.json") if target.is_dir() else \
+            path.with_name(f"{path.stem}-quality.json")
+        atomic_write_json(out, res)
+    return 0
+
+
+def _cmd_publish_samples(args: argparse.Namespace) -> int:
+    from .provenance import atomic_write_json
+    from .samples import publish_subset
+
+    run_dir, dest = Path(args.run), Path(args.dest)
+    try:
+        rec, src = _run_samples(run_dir)
+        name = f"samples-{args.n // 1000}k.npz" if args.n % 1000 == 0 else \
+            f"samples-{args.n}.npz"
+        pub = publish_subset(src, dest / name, n=args.n, seed=args.seed)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for rj in {dest / "run.json", run_dir / "run.json"}:
+        if rj.exists():
+            r = json.loads(rj.read_text())
+            r["published_samples"] = pub
+            atomic_write_json(rj, r)
+    print(f"{dest / name}: {pub['n']} images, {pub['bytes'] / 1e6:.2f} MB, sha256 "
+          f"{pub['sha256'][:16]}…")
+    return 0
+
+
+def _cmd_domain_classifier(args: argparse.Namespace) -> int:
+    import torch
+
+    from .quality.classifier import WEIGHTS_DIR, save_domain_classifier, train_domain_classifier
+
+    torch.set_num_threads(args.threads)
+    model, rec = train_domain_classifier(args.dataset, seed=args.seed, epochs=args.epochs)
+    rec["command"] = " ".join(["datalens", *sys.argv[1:]])
+    pt = save_domain_classifier(model, rec, args.out or WEIGHTS_DIR)
+    print(f"{pt}: test accuracy {rec['test_accuracy']:.4f}")
     return 0
 
 
@@ -362,6 +487,36 @@ def build_parser() -> argparse.ArgumentParser:
                     help="evaluate the samples of the generator snapshot at this budget")
     ev.add_argument("--limit", type=int, default=None, help="use only the first N samples")
     ev.add_argument("--name", default=None, help="output file name in the run folder")
+    ev.add_argument("--dataset", default=None,
+                    help="for a sample file (.npz): the dataset whose test set scores it")
+    ev.add_argument("--lr", type=float, default=2e-3, help="for a sample file (default 2e-3)")
+    ev.add_argument("--batch-size", type=int, default=512,
+                    help="for a sample file (default 512)")
+
+    qu = sub.add_parser("quality", help="IS (domain classifier) and FID (domain features) of "
+                        "a run's samples or of any .npz of images and labels")
+    qu.add_argument("target", help="run folder (run.json + samples) or an .npz file")
+    qu.add_argument("--dataset", default=None, help="needed for an .npz file")
+    qu.add_argument("--limit", type=int, default=None, help="score only the first N images")
+    qu.add_argument("--inception-weights", default=None, metavar="PTH",
+                    help="also Inception IS/FID with this weights file (torch-fidelity)")
+    qu.add_argument("--no-write", action="store_true", help="print only")
+
+    ps = sub.add_parser("publish-samples", help="write a uint8 subset of a run's samples "
+                        "beside its committed records (and record it in their run.json)")
+    ps.add_argument("run", help="run folder with run.json and its samples")
+    ps.add_argument("--dest", required=True, help="folder of the committed records")
+    ps.add_argument("--n", type=int, default=10_000)
+    ps.add_argument("--seed", type=int, default=0)
+
+    dc = sub.add_parser("domain-classifier", help="train and save the domain classifier "
+                        "behind IS/FID (datalens_lib/quality/weights)")
+    dc.add_argument("--dataset", required=True)
+    dc.add_argument("--epochs", type=int, default=5)
+    dc.add_argument("--seed", type=int, default=0)
+    dc.add_argument("--threads", type=int, default=1,
+                    help="torch threads (1 gives the committed weights bit for bit)")
+    dc.add_argument("--out", default=None, help="folder (default: the package's weights)")
 
     rf = sub.add_parser("reference", help="non-private reference: the evaluation classifier "
                         "on the real training data")
@@ -414,7 +569,9 @@ def main(argv: list[str] | None = None) -> int:
     commands = {"data": _cmd_data, "privacy": _cmd_privacy, "train": _cmd_train,
                 "evaluate": _cmd_evaluate, "results": _cmd_results,
                 "reference": _cmd_reference, "run": _cmd_run, "run-all": _cmd_run_all,
-                "sweep": _cmd_sweep}
+                "sweep": _cmd_sweep, "quality": _cmd_quality,
+                "publish-samples": _cmd_publish_samples,
+                "domain-classifier": _cmd_domain_classifier}
     return commands[args.cmd](args)
 
 

@@ -29,6 +29,7 @@ from tqdm import tqdm
 from ._validate import choice, positive_float, positive_int
 from .data import load_dataset
 from .provenance import atomic_save
+from .samples import load_samples
 
 PROTOCOLS = ("paper", "clean")
 
@@ -177,14 +178,14 @@ def evaluate_samples(samples: str | Path, dataset: str, *, epochs: int = 600, lr
                      batch_size: int = 512, seed: int = 0, device: str = "cpu",
                      data_dir: str | Path | None = None, limit: int | None = None,
                      progress: bool = True) -> dict[str, Any]:
-    """Utility of a synthetic ``samples.npz`` (x, y) on ``dataset``'s real test set."""
-    with np.load(samples) as f:
-        x, y = f["x"], f["y"]
+    """Utility of a synthetic sample file (x, y; ``datalens_lib.samples``: float in [0, 1] or
+    uint8, checked) on ``dataset``'s real test set."""
+    ds = load_dataset(dataset, data_dir)
+    # float16 samples stay float16 here: the resume fingerprint is over the stored values
+    x, y = load_samples(samples, shape=ds.shape, num_classes=ds.num_classes,
+                        keep_float_dtype=True)
     if limit is not None:
         x, y = x[:limit], y[:limit]
-    ds = load_dataset(dataset, data_dir)
-    if tuple(x.shape[1:]) != ds.shape:
-        raise ValueError(f"samples have shape {x.shape[1:]}, {dataset} images {ds.shape}")
     res = train_classifier(x, y, ds.x_test, ds.y_test, ds.num_classes, epochs=epochs, lr=lr,
                            batch_size=batch_size, seed=seed, device=device, progress=progress,
                            checkpoint=_eval_checkpoint(Path(samples), seed))

@@ -8,6 +8,8 @@ the paper's transcribed numbers (``data/paper/*.csv``):
   many of them we have *at paper scale* (``profile == "paper"``);
 * **median |ours − paper|** over the paper-scale cells only. A smoke or cpu-profile result is a
   pipeline check: it is counted as such and never compared with a paper number;
+* rows marked ``comparable: False`` (numbers on another scale than the paper's, such as IS
+  and FID from our domain classifiers) count as paper-scale cells but never enter the median;
 * a **verdict**: ``agrees`` (median |difference| within ``tolerance``), ``differs``,
   ``pipeline check only`` (ran, but not at paper scale), ``needs user data`` (every cell we
   lack needs a dataset that cannot be downloaded here), ``not run``, or for artifacts without
@@ -89,7 +91,11 @@ def our_rows(art: Artifact, root=None) -> list[dict[str, Any]]:
 
 
 def _is_compared(c: dict[str, Any]) -> bool:
-    return c.get("profile") == "paper" and _finite(c.get("ours")) and _finite(c.get("paper"))
+    """A paper-scale cell with both numbers on the same scale (a row marked
+    ``comparable: False``, e.g. IS from our domain classifier against the paper's IS from an
+    unpublished one, is shown at paper scale but never enters a difference)."""
+    return (c.get("profile") == "paper" and c.get("comparable", True) is not False
+            and _finite(c.get("ours")) and _finite(c.get("paper")))
 
 
 def summarise(art: Artifact, tolerance: float = 0.02, root=None) -> dict[str, Any]:
@@ -102,11 +108,12 @@ def summarise(art: Artifact, tolerance: float = 0.02, root=None) -> dict[str, An
     # a cell ran when it has a number (tables) or any record at some profile (figures, timing)
     ran = [c for c in ours if _finite(c.get("ours")) or (not art.metric and c.get("profile"))]
     at_paper = [c for c in ran if c.get("profile") == "paper"]
+    other_scale = [c for c in at_paper if c.get("comparable", True) is False]
     med = float(pd.Series([abs(c["ours"] - c["paper"]) for c in compared]).median()) \
         if compared else None
     if compared:
         verdict = "agrees" if med <= tolerance else "differs"
-    elif at_paper and not art.metric:
+    elif at_paper and (not art.metric or other_scale):
         verdict = "shown at paper scale"
     elif ran:
         verdict = "pipeline check only"
@@ -116,7 +123,8 @@ def summarise(art: Artifact, tolerance: float = 0.02, root=None) -> dict[str, An
         verdict = "not run"
     return {"artifact": art.artifact, "kind": art.kind, "title": art.title,
             "paper cells": len(paper) if len(paper) else None,
-            "at paper scale": len(compared) if art.metric else len(at_paper),
+            "at paper scale": len(compared) + len(other_scale) if art.metric
+            else len(at_paper),
             "pipeline checks": sum(c.get("profile") != "paper" for c in ran),
             "median |ours - paper|": med, "verdict": verdict, "page": art.page,
             "needs user data": ", ".join(art.user_data)}

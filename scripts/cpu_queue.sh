@@ -29,6 +29,7 @@ JOBS=(
   "datalens mnist-eps1 paper-cpu-bf16 30 moment_dtype=bfloat16 chunk=12 compute_dtype=bfloat16"
   "dcgan mnist-epsinf cpu 30"
   "dcgan fashion-mnist-epsinf cpu 30"
+  "datalens fashion-mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
   "gpate mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12 +snap"
   "gpate fashion-mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12 +snap"
 )
@@ -39,7 +40,7 @@ run_job() {
   [[ $method == datalens ]] && out=runs/queue/$cfg/$folder  # where earlier runs trained
   local profile=paper
   [[ $folder == cpu ]] && profile=cpu
-  if [[ -f $dest/run.json && -f $dest/eval-${epochs}ep.json ]]; then
+  if [[ -f $dest/run.json && -f $dest/eval-${epochs}ep.json && -f $dest/samples-10k.npz ]]; then
     echo "[queue] $method/$cfg/$folder: already committed, skipped"; return
   fi
   local sets=() budgets=()
@@ -67,6 +68,7 @@ run_job() {
   mkdir -p "$dest"
   cp "$out/run.json" "$out/eval-${epochs}ep.json" "$dest/"
   for b in "${budgets[@]}"; do cp "$out/snapshot-eps$b-eval-${epochs}ep.json" "$dest/"; done
+  "$DL" publish-samples "$out" --dest "$dest"  # issue 14: samples-10k.npz, recorded in run.json
   echo "[queue] $method/$cfg/$folder: records copied to $dest"
 }
 

@@ -53,7 +53,9 @@ cell() {  # method, config, results folder, seed, then --set overrides
       --checkpoint-every 0 "${sets[@]}" 2>&1 | tr '\r' '\n' | grep -v "it/s\]$" | tail -3 || return
   fi  # the evaluation resumes from its own checkpoint (every 10 epochs)
   $DL evaluate "$out" --device cuda 2>&1 | tr '\r' '\n' | grep -v "it/s\]$" | tail -3 || return
-  mkdir -p "$dest" && cp "$out/run.json" "$out/eval-600ep.json" "$dest/" && pack
+  mkdir -p "$dest" && cp "$out/run.json" "$out/eval-600ep.json" "$dest/"
+  $DL publish-samples "$out" --dest "$dest" | tail -1  # issue 14: samples-10k.npz, recorded
+  pack
   CELL_SECONDS=$((SECONDS - t0 + 15)); echo "$CELL_SECONDS" > runs/gpu/cell_seconds
   echo "[gpu-queue] $method/$cfg/$folder done in $((SECONDS - t0)) s"
 }

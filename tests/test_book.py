@@ -56,6 +56,19 @@ def test_more_paper_tables_match_source(csv_name):
         assert f"{r['value']:.2f}" in tex, r
 
 
+def test_full_image_table_is_transcribed_from_its_own_table():
+    """tab:full_image: IS and FID, every method and the real-data row, from the table itself."""
+    if not PAPER_TEX.exists():
+        pytest.skip("paper source not available")
+    tex = PAPER_TEX.read_text()
+    at = tex.index("\\label{tab:full_image}")
+    region = tex[tex.rindex("\\begin{table*}", 0, at): at]
+    rows = paper_values("tab_full_image.csv")
+    assert len(rows) == 66 and {r["metric"] for r in rows} == {"inception_score", "fid"}
+    for r in rows:
+        assert f"{r['value']:.2f}" in region, r
+
+
 def test_smoke_overrides_allow_three_steps():
     over = book.smoke_overrides("mnist-eps1", 0.2)
     from datalens_lib.privacy import topagg_max_queries

@@ -102,3 +102,22 @@ def test_status_html_fits_the_page(tmp_path):
     assert "<code>tab:visual</code>" in html  # listed without a page
     fig = status.heatmap(status.method_matrix(root=tmp_path))
     assert fig.axes[0].get_yticklabels()[0].get_text() == "tab:image"
+
+
+def test_rows_on_another_scale_are_shown_but_never_compared(tmp_path):
+    """IS from our domain classifier against the paper's IS: at paper scale, no difference."""
+    art = next(a for a in status.artifacts() if a.artifact == "tab:visual")
+    rows = [{"dataset": "mnist", "method": "DataLens", "epsilon": "1", "ours": 7.9,
+             "paper": 4.37, "profile": "paper", "comparable": False},
+            {"dataset": "mnist", "method": "real data", "epsilon": "inf", "ours": 9.9,
+             "paper": 9.86, "profile": "paper", "comparable": False}]
+    _save(tmp_path, "tab:visual", rows)
+    row = status.summarise(art, root=tmp_path)
+    assert row["verdict"] == "shown at paper scale" and row["at paper scale"] == 2
+    assert row["median |ours - paper|"] is None
+    m = status.method_matrix(root=tmp_path)
+    assert m[(m.artifact == "tab:visual") & (m.method == "DataLens")].iloc[0].n == 0
+    rows[0]["comparable"] = True  # the same row on the paper's scale enters the median
+    _save(tmp_path / "b", "tab:visual", rows[:1])
+    assert status.summarise(art, root=tmp_path / "b")["median |ours - paper|"] == \
+        pytest.approx(3.53)

@@ -1,0 +1,127 @@
+"""T3 (``tab:visual``, ``tab:full_image``): IS and FID of every run whose samples we have.
+
+Sources, in order of trust:
+
+* **published subsets** of committed paper-scale runs: ``data/results/<method>/<config>/
+  <folder>/samples-10k.npz`` named by ``run.json`` → ``published_samples``
+  (``datalens publish-samples``); anyone can re-score them;
+* **pipeline checks**: a run the notebook trains at a reduced profile (smoke, cpu); never
+  put next to a paper number as a difference.
+
+Our numbers are "IS (domain classifier)" and "FID (domain features)"
+(:mod:`datalens_lib.quality.classifier`), on another scale than the paper's (an unpublished
+MNIST/Fashion classifier for IS, ImageNet Inception for FID): each row is marked
+``comparable: False`` so the status page counts it as shown at paper scale but never takes a
+difference; compare the real-data row and the methods' ranking instead.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..results import RESULTS_DIR
+from ..samples import load_samples
+from .classifier import score_images
+
+#: our registry keys -> the paper's method names
+PAPER_NAMES = {"datalens": "DataLens", "dcgan": "DC-GAN", "gpate": "G-PATE", "dpgan": "DP-GAN",
+               "pategan": "PATE-GAN", "gswgan": "GS-WGAN"}
+METRICS = {"is": "inception_score", "fid": "fid"}
+
+
+def published_runs(root: Path | None = None) -> list[dict[str, Any]]:
+    """Every committed run with a published sample subset present on disk."""
+    out = []
+    for run_json in sorted((root or RESULTS_DIR).glob("*/*/*/run.json")):
+        rec = json.loads(run_json.read_text())
+        pub = rec.get("published_samples")
+        if not pub or not (run_json.parent / pub["file"]).exists():
+            continue
+        method = run_json.parents[2].name
+        eps = rec.get("target_epsilon", rec["config"].get("epsilon"))
+        out.append({"method": PAPER_NAMES.get(method, method), "dataset":
+                    rec["config"]["dataset"], "epsilon": "inf" if eps is None else f"{eps:g}",
+                    "config": run_json.parents[1].name, "folder": run_json.parent.name,
+                    "profile": rec["profile"], "path": run_json.parent / pub["file"],
+                    "published": pub, "git_sha": rec.get("git_sha")})
+    return out
+
+
+def unpublished_runs(root: Path | None = None) -> list[str]:
+    """Committed paper-profile runs whose samples are not published (``method/config/folder``):
+    they cannot be scored until the run is repeated with ``datalens publish-samples``."""
+    out = []
+    for run_json in sorted((root or RESULTS_DIR).glob("*/*/*/run.json")):
+        rec = json.loads(run_json.read_text())
+        if rec.get("profile") == "paper" and not rec.get("published_samples"):
+            out.append("/".join(run_json.parent.parts[-3:]))
+    return out
+
+
+def _paper(csv: pd.DataFrame, dataset: str, method: str, epsilon: str, metric: str):
+    sel = csv[(csv.dataset == dataset) & (csv.method == method) & (csv.metric == metric)
+              & (pd.to_numeric(csv.epsilon, errors="coerce")
+                 == (np.inf if epsilon == "inf" else float(epsilon)))]
+    return float(sel.value.iloc[0]) if len(sel) else None
+
+
+def score_rows(entries: list[dict[str, Any]], paper: pd.DataFrame) -> list[dict[str, Any]]:
+    """One row per (entry, metric): ours beside the paper's ``tab:full_image`` value."""
+    rows = []
+    for e in entries:
+        x, y = (e["x"], e["y"]) if "x" in e else load_samples(e["path"])
+        s = score_images(x, y, e["dataset"])
+        for key, metric in METRICS.items():
+            rows.append({"dataset": e["dataset"], "method": e["method"],
+                         "epsilon": e["epsilon"], "metric": metric, "ours": s[key],
+                         "paper": _paper(paper, e["dataset"], e["method"], e["epsilon"],
+                                         metric),
+                         "profile": e["profile"], "comparable": False,
+                         "source": e["source"] if "source" in e
+                         else f"{e['config']}/{e['folder']}",
+                         "n": s["n"], "label_agreement": s.get("label_agreement"),
+                         "classifier_sha256": s["classifier"]["sha256"][:12]})
+    return rows
+
+
+def real_rows(dataset: str, paper: pd.DataFrame) -> list[dict[str, Any]]:
+    """The real-data reference: the real test set scored like a generator's samples."""
+    from ..data import load_dataset
+
+    ds = load_dataset(dataset)
+    return score_rows([{"dataset": dataset, "method": "real data", "epsilon": "inf",
+                        "profile": "paper", "x": ds.x_test, "y": ds.y_test,
+                        "source": "real test set (10,000)"}], paper)
+
+
+def choose_per_cell(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (dataset, method, ε, metric) for the status page: the ``paper`` folder
+    first, then float32 compute before bfloat16, then by name."""
+    def rank(r):
+        src = str(r.get("source", ""))
+        return (r["profile"] != "paper", not src.endswith("/paper"), "bf16" in src, src)
+
+    best: dict[tuple, dict[str, Any]] = {}
+    for r in sorted(rows, key=rank):
+        best.setdefault((r["dataset"], r["method"], r["epsilon"], r["metric"]), r)
+    return list(best.values())
+
+
+def rankings(df: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset, ε and metric with at least two methods having both numbers: Spearman's
+    rank correlation between our values and the paper's across methods (real data left out)."""
+    out = []
+    sub = df[(df.method != "real data") & df.ours.notna() & df.paper.notna()]
+    for (dataset, eps, metric), g in sub.groupby(["dataset", "epsilon", "metric"]):
+        g = g.drop_duplicates("method")
+        if len(g) < 2:
+            continue
+        rho = g.ours.rank().corr(g.paper.rank())
+        out.append({"dataset": dataset, "epsilon": eps, "metric": metric, "methods": len(g),
+                    "spearman": rho})
+    return pd.DataFrame(out, columns=["dataset", "epsilon", "metric", "methods", "spearman"])

@@ -1,0 +1,248 @@
+"""IS / FID (datalens_lib.quality) and sample files (datalens_lib.samples)."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from conftest import real_dataset_dir
+
+from datalens_lib import cli
+from datalens_lib.quality import classifier as qc
+from datalens_lib.quality import inception
+from datalens_lib.quality.scores import frechet_distance, gaussian_stats, inception_score
+from datalens_lib.samples import check_images, load_samples, publish_subset, sha256_file
+
+
+@pytest.fixture
+def real_mnist(monkeypatch):
+    """Real MNIST (and Fashion-MNIST beside it), or skip."""
+    monkeypatch.setenv("DATALENS_DATA_DIR", str(real_dataset_dir("mnist").parent))
+    qc.reference_stats.cache_clear()
+
+# ---------------------------------------------------------------------------- the formulas
+
+
+def test_frechet_distance_diagonal_closed_form():
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(0.1, 3, 6), rng.uniform(0.1, 3, 6)
+    mu1, mu2 = rng.normal(size=6), rng.normal(size=6)
+    want = ((mu1 - mu2) ** 2).sum() + ((np.sqrt(a) - np.sqrt(b)) ** 2).sum()
+    assert frechet_distance(mu1, np.diag(a), mu2, np.diag(b)) == pytest.approx(want, rel=1e-10)
+
+
+def test_frechet_distance_matches_the_symmetric_formula_on_full_covariances():
+    """tr((S1 S2)^1/2) = tr((S1^1/2 S2 S1^1/2)^1/2), the latter from eigenvalues only."""
+    rng = np.random.default_rng(1)
+    m1, m2 = rng.normal(size=(8, 8)), rng.normal(size=(8, 8))
+    s1, s2 = m1 @ m1.T + 0.1 * np.eye(8), m2 @ m2.T + 0.1 * np.eye(8)
+    w, v = np.linalg.eigh(s1)
+    r1 = v @ np.diag(np.sqrt(w)) @ v.T
+    tr = np.sqrt(np.clip(np.linalg.eigvalsh(r1 @ s2 @ r1), 0, None)).sum()
+    mu = rng.normal(size=8)
+    want = mu @ mu + np.trace(s1) + np.trace(s2) - 2 * tr
+    assert frechet_distance(mu, s1, np.zeros(8), s2) == pytest.approx(want, rel=1e-9)
+    assert frechet_distance(mu, s1, mu, s1) == pytest.approx(0.0, abs=1e-8)
+
+
+def test_frechet_distance_singular_covariances_and_errors():
+    f = np.random.default_rng(2).normal(size=(5, 10))  # 5 points in 10-d: rank-4 covariance
+    mu, s = gaussian_stats(f)
+    assert abs(frechet_distance(mu, s, mu, s)) < 1e-5
+    with pytest.raises(ValueError, match="shapes"):
+        frechet_distance(mu, s, mu[:3], s[:3, :3])
+    with pytest.raises(ValueError, match=r"n >= 2"):
+        gaussian_stats(f[:1])
+
+
+def test_inception_score_extremes_permutation_and_errors():
+    onehot = np.eye(10)[np.arange(1000) % 10]
+    assert inception_score(onehot, splits=10)[0] == pytest.approx(10.0)
+    assert inception_score(np.tile(np.eye(10)[3], (100, 1)))[0] == pytest.approx(1.0)
+    p = np.random.default_rng(0).dirichlet(np.full(10, 0.3), size=500)
+    perm = np.random.default_rng(1).permutation(10)
+    assert inception_score(p[:, perm]) == pytest.approx(inception_score(p))
+    assert 1.0 < inception_score(p)[0] < 10.0
+    with pytest.raises(ValueError, match="splits"):
+        inception_score(p, splits=0)
+    with pytest.raises(ValueError, match="probability"):
+        inception_score(p * 2)
+
+
+# ------------------------------------------------------------------------ sample files
+
+
+def test_check_images_converts_and_rejects():
+    x8 = np.full((4, 28, 28), 255, np.uint8)
+    x, y = check_images(x8, np.arange(4))
+    assert x.shape == (4, 1, 28, 28) and x.dtype == np.float32 and x.max() == 1.0
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        check_images(x8.astype(np.float32), np.arange(4))
+    with pytest.raises(ValueError, match="labels must lie"):
+        check_images(x8, np.array([0, 1, 2, 10]), num_classes=10)
+    with pytest.raises(ValueError, match="expected"):
+        check_images(x8, np.arange(4), shape=(3, 28, 28))
+    with pytest.raises(ValueError, match="integers"):
+        check_images(x8, np.arange(4.0))
+    with pytest.raises(ValueError, match="NaN"):
+        check_images(np.full((2, 1, 4, 4), np.nan, np.float32), np.arange(2))
+
+
+def test_load_samples_names_missing_arrays(tmp_path):
+    np.savez(tmp_path / "a.npz", images=np.zeros((2, 4, 4)))
+    with pytest.raises(ValueError, match="missing"):
+        load_samples(tmp_path / "a.npz")
+    with pytest.raises(FileNotFoundError):
+        load_samples(tmp_path / "none.npz")
+
+
+def test_publish_subset_is_reproducible_and_faithful(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, (300, 1, 8, 8)).astype(np.float16)
+    y = rng.integers(0, 10, 300)
+    np.savez(tmp_path / "samples.npz", x=x, y=y)
+    rec = publish_subset(tmp_path / "samples.npz", tmp_path / "pub.npz", n=50, seed=3)
+    assert rec["sha256"] == sha256_file(tmp_path / "pub.npz") and rec["n"] == 50
+    with np.load(tmp_path / "pub.npz") as f:
+        xs, ys, idx = f["x"], f["y"], f["index"]
+    assert xs.dtype == np.uint8 and len(set(idx)) == 50
+    assert np.array_equal(idx, np.sort(np.random.default_rng(3).permutation(300)[:50]))
+    assert np.array_equal(ys, y[idx])
+    assert np.abs(xs / 255.0 - x[idx].astype(np.float32)).max() <= 0.5 / 255 + 1e-6
+    rec2 = publish_subset(tmp_path / "samples.npz", tmp_path / "pub2.npz", n=50, seed=3)
+    assert rec2["sha256"] == rec["sha256"]
+    with pytest.raises(ValueError, match="fewer"):
+        publish_subset(tmp_path / "samples.npz", tmp_path / "p.npz", n=301)
+
+
+# --------------------------------------------------------------- the domain classifiers
+
+
+@pytest.mark.parametrize("dataset", ["mnist", "fashion-mnist"])
+def test_committed_domain_classifier_matches_its_record(dataset):
+    model, rec = qc.load_domain_classifier(dataset)
+    assert rec["sha256"] == sha256_file(qc.WEIGHTS_DIR / f"{dataset}.pt")
+    assert rec["test_accuracy"] > {"mnist": 0.985, "fashion-mnist": 0.88}[dataset]
+    assert (qc.WEIGHTS_DIR / f"{dataset}.pt").stat().st_size < 4e6
+
+
+def test_domain_classifier_checksum_and_missing(tmp_path):
+    for f in ("mnist.pt", "mnist.json"):
+        shutil.copy(qc.WEIGHTS_DIR / f, tmp_path / f)
+    with open(tmp_path / "mnist.pt", "ab") as fh:
+        fh.write(b"\0")
+    with pytest.raises(ValueError, match="SHA-256"):
+        qc.load_domain_classifier("mnist", tmp_path)
+    with pytest.raises(FileNotFoundError, match="domain-classifier"):
+        qc.load_domain_classifier("cifar10", tmp_path)
+
+
+@pytest.mark.usefixtures("real_mnist")
+def test_domain_classifier_training_is_deterministic():
+    a, ra = qc.train_domain_classifier("mnist", epochs=1, limit=256, progress=False)
+    b, rb = qc.train_domain_classifier("mnist", epochs=1, limit=256, progress=False)
+    c, _ = qc.train_domain_classifier("mnist", epochs=1, limit=256, seed=1, progress=False)
+    for k, v in a.state_dict().items():
+        assert torch.equal(v, b.state_dict()[k]), k
+    assert not torch.equal(a.fc2.weight, c.fc2.weight)
+    assert ra["test_accuracy"] == rb["test_accuracy"]
+
+
+@pytest.mark.usefixtures("real_mnist")
+def test_real_data_scores_near_real_noise_scores_near_one():
+    from datalens_lib.data import load_dataset
+
+    ds = load_dataset("mnist")
+    real = qc.score_images(ds.x_test, ds.y_test, "mnist")
+    assert real["is"] > 9.0 and real["label_agreement"] > 0.985
+    noise = np.random.default_rng(0).uniform(0, 1, (2000, 1, 28, 28)).astype(np.float32)
+    fake = qc.score_images(noise, None, "mnist")
+    assert fake["is"] < 2.0 and "label_agreement" not in fake
+    assert fake["fid"] > 100 * real["fid"] > 0  # features are not normalised: a ratio
+
+
+@pytest.mark.usefixtures("real_mnist")
+def test_is_is_unchanged_by_permuting_the_classifier_outputs(monkeypatch):
+    from datalens_lib.data import load_dataset
+
+    x = load_dataset("mnist").x_test[:1000]
+    model, rec = qc.load_domain_classifier("mnist")
+    base = qc.score_images(x, None, "mnist")
+    perm = torch.tensor([3, 7, 0, 9, 1, 5, 2, 8, 6, 4])
+    permuted = qc.DomainClassifier(1, 10)
+    permuted.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        permuted.fc2.weight.copy_(model.fc2.weight[perm])
+        permuted.fc2.bias.copy_(model.fc2.bias[perm])
+    monkeypatch.setattr(qc, "load_domain_classifier", lambda d: (permuted, rec))
+    out = qc.score_images(x, None, "mnist")
+    assert out["is"] == pytest.approx(base["is"], rel=1e-9)
+    assert out["fid"] == pytest.approx(base["fid"], rel=1e-9)  # features are before fc2
+
+
+# ------------------------------------------------------------------ Inception loading path
+
+
+def test_inception_weights_errors_name_the_file(tmp_path, monkeypatch):
+    monkeypatch.delenv("DATALENS_INCEPTION_WEIGHTS", raising=False)
+    with pytest.raises(FileNotFoundError, match=inception.WEIGHTS_NAME):
+        inception.resolve_weights(None)
+    with pytest.raises(FileNotFoundError, match=inception.WEIGHTS_NAME):
+        inception.resolve_weights(tmp_path / "missing.pth")
+    fake = tmp_path / inception.WEIGHTS_NAME
+    fake.write_bytes(b"not the weights")
+    with pytest.raises(ValueError, match="SHA-256 starts with"):
+        inception.resolve_weights(fake)
+    monkeypatch.setenv("DATALENS_INCEPTION_WEIGHTS", str(fake))
+    monkeypatch.setattr(inception, "SHA256_PREFIX", sha256_file(fake)[:8])
+    assert inception.resolve_weights(None) == fake
+
+
+# ------------------------------------------------------------------------------ the CLI
+
+
+@pytest.mark.usefixtures("real_mnist")
+def test_cli_quality_and_evaluate_accept_a_user_npz(tmp_path, capsys):
+    from datalens_lib.data import load_dataset
+
+    ds = load_dataset("mnist")
+    f = tmp_path / "mine.npz"
+    np.savez(f, x=(ds.x_test[:600, 0] * 255).astype(np.uint8), y=ds.y_test[:600])
+    assert cli.main(["quality", str(f), "--dataset", "mnist"]) == 0
+    rec = json.loads((tmp_path / "mine-quality.json").read_text())
+    assert rec["is"] > 5 and rec["n"] == 600 and rec["git_sha"]
+    assert cli.main(["evaluate", str(f), "--dataset", "mnist", "--epochs", "1"]) == 0
+    ev = json.loads((tmp_path / "mine-eval-1ep.json").read_text())
+    assert ev["n_train"] == 600 and 0 <= ev["paper"] <= 1
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, x=np.full((3, 28, 28), 2.0, np.float32), y=np.arange(3))
+    assert cli.main(["quality", str(bad), "--dataset", "mnist"]) == 2
+    assert "[0, 1]" in capsys.readouterr().err
+    assert cli.main(["quality", str(f)]) == 2
+
+
+@pytest.mark.usefixtures("real_mnist")
+def test_cli_publish_samples_records_the_subset_and_evaluate_uses_it(tmp_path, capsys):
+    from datalens_lib.data import load_dataset
+
+    ds = load_dataset("mnist")
+    run, dest = tmp_path / "run", tmp_path / "committed"
+    run.mkdir()
+    dest.mkdir()
+    np.savez(run / "samples.npz", x=ds.x_test[:500].astype(np.float16), y=ds.y_test[:500])
+    rec = {"config": {"dataset": "mnist", "eval_lr": 2e-3, "eval_batch_size": 512,
+                      "eval_epochs": 600}, "samples": {"file": "samples.npz"}}
+    for d in (run, dest):
+        (d / "run.json").write_text(json.dumps(rec))
+    assert cli.main(["publish-samples", str(run), "--dest", str(dest), "--n", "200"]) == 0
+    pub = json.loads((dest / "run.json").read_text())["published_samples"]
+    assert pub["file"] == "samples-200.npz" and pub["n"] == 200 and pub["seed"] == 0
+    assert pub["sha256"] == sha256_file(dest / "samples-200.npz")
+    # the committed folder has no samples.npz: evaluate and quality use the subset, and the
+    # record gets the subset's name (the full run's eval record is never overwritten)
+    assert cli.main(["evaluate", str(dest), "--epochs", "1"]) == 0
+    assert (dest / "samples-200-eval-1ep.json").exists()
+    assert not (dest / "eval-1ep.json").exists()
+    assert cli.main(["quality", str(dest)]) == 0
+    assert json.loads((dest / "quality.json").read_text())["samples"] == "samples-200.npz"
