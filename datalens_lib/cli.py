@@ -11,6 +11,7 @@ Subcommands:
   quality (RUN_DIR | FILE.npz --dataset D) [--inception-weights PTH]   IS / FID
   publish-samples RUN_DIR --dest DIR [--n 10000]  a uint8 subset beside committed records
   domain-classifier --dataset D                   train the IS/FID network
+  dpsgd --dataset mnist --epsilon E --k K --method normtopk|dimtopk|gmdp|sgd --seeds N
   results [--json]        committed DataLens runs beside the paper's tab:image numbers
   run NOTEBOOK [-p KEY VALUE]... [--force] [--book]   execute one notebook with papermill
   run-all [--profile smoke|cpu|paper] [--force] [--executor local|slurm ...]
@@ -288,6 +289,28 @@ def _cmd_domain_classifier(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_dpsgd(args: argparse.Namespace) -> int:
+    """``datalens dpsgd``: the seeds of one DP-SGD cell, one record per seed (resumable at
+    seed granularity: finished seeds are skipped), then their summary."""
+    from .dpsgd.train import run_cell
+
+    over = {}
+    for kv in args.set or []:
+        key, _, val = kv.partition("=")
+        over[key] = json.loads(val)
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    try:
+        summ = run_cell(args.dataset, float(args.epsilon), args.method, args.k, args.profile,
+                        seeds=seeds, out=args.out, progress=not args.quiet, **over)
+    except (ValueError, TypeError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    f, b = summ["final"], summ["best"]
+    print(f"{summ['cell']} ({len(seeds)} seeds): final {f['mean']:.4f} ± {f['std'] or 0:.4f}, "
+          f"best {b['mean']:.4f} ± {b['std'] or 0:.4f}; records in {summ['folder']}")
+    return 0
+
+
 def _cmd_reference(args: argparse.Namespace) -> int:
     from .datalens import resolve_device
     from .evaluate import evaluate_real
@@ -493,6 +516,21 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--batch-size", type=int, default=512,
                     help="for a sample file (default 512)")
 
+    dp = sub.add_parser("dpsgd", help="DP-SGD with TopAgg (NormTopK), dimension top-k or "
+                        "GM-DP (the paper's appendix); one record per seed")
+    dp.add_argument("--dataset", default="mnist")
+    dp.add_argument("--epsilon", default="1.0", help="a number or inf")
+    dp.add_argument("--k", type=float, default=0.7, help="top-k fraction (normtopk, dimtopk)")
+    dp.add_argument("--method", choices=("normtopk", "dimtopk", "gmdp", "sgd"),
+                    default="normtopk")
+    dp.add_argument("--seeds", type=int, default=5)
+    dp.add_argument("--first-seed", type=int, default=0)
+    dp.add_argument("--profile", choices=("smoke", "paper"), default="paper")
+    dp.add_argument("--set", action="append", metavar="KEY=VALUE",
+                    help="override a setting (JSON literal), e.g. --set lr=0.05")
+    dp.add_argument("--out", default=None, help="default: runs/dpsgd/<dataset>/<cell>/<profile>")
+    dp.add_argument("--quiet", action="store_true")
+
     qu = sub.add_parser("quality", help="IS (domain classifier) and FID (domain features) of "
                         "a run's samples or of any .npz of images and labels")
     qu.add_argument("target", help="run folder (run.json + samples) or an .npz file")
@@ -571,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
                 "reference": _cmd_reference, "run": _cmd_run, "run-all": _cmd_run_all,
                 "sweep": _cmd_sweep, "quality": _cmd_quality,
                 "publish-samples": _cmd_publish_samples,
-                "domain-classifier": _cmd_domain_classifier}
+                "domain-classifier": _cmd_domain_classifier, "dpsgd": _cmd_dpsgd}
     return commands[args.cmd](args)
 
 

@@ -90,6 +90,12 @@ def our_rows(art: Artifact, root=None) -> list[dict[str, Any]]:
     return list(rows.values())
 
 
+def _scale(art: Artifact) -> float:
+    """Units of the artifact's metric per unit of accuracy: 100 for ``*_percent`` metrics (the
+    tolerance is given, and the heat-map drawn, in accuracy as a fraction)."""
+    return 100.0 if (art.metric or "").endswith("_percent") else 1.0
+
+
 def _is_compared(c: dict[str, Any]) -> bool:
     """A paper-scale cell with both numbers on the same scale (a row marked
     ``comparable: False``, e.g. IS from our domain classifier against the paper's IS from an
@@ -112,7 +118,7 @@ def summarise(art: Artifact, tolerance: float = 0.02, root=None) -> dict[str, An
     med = float(pd.Series([abs(c["ours"] - c["paper"]) for c in compared]).median()) \
         if compared else None
     if compared:
-        verdict = "agrees" if med <= tolerance else "differs"
+        verdict = "agrees" if med <= tolerance * _scale(art) else "differs"
     elif at_paper and (not art.metric or other_scale):
         verdict = "shown at paper scale"
     elif ran:
@@ -148,7 +154,7 @@ def method_matrix(root=None) -> pd.DataFrame:
             if method == "real data":
                 continue
             cells = [c for c in ours if c["method"] == method and _is_compared(c)]
-            d = [c["ours"] - c["paper"] for c in cells]
+            d = [(c["ours"] - c["paper"]) / _scale(art) for c in cells]  # as a fraction
             out.append({"artifact": art.artifact, "method": method,
                         "median difference": float(pd.Series(d).median()) if d else math.nan,
                         "n": len(d), "of": int((paper.method == method).sum())})

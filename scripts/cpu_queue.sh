@@ -8,6 +8,8 @@
 #   bash scripts/cpu_queue.sh            # all jobs
 #   bash scripts/cpu_queue.sh 2          # only job 2 (1-based)
 #
+# DP-SGD jobs (issue 13) read "dpsgd METHOD K EPS SEEDS": records (one per seed, then the
+# summary) go to data/results/dpsgd/mnist/<cell>/paper/.
 # Jobs: method, config, results folder, evaluation epochs, then `datalens train --set`
 # overrides; records go to data/results/<method>/<config>/<folder>/. The token `+snap` keeps
 # generator snapshots at eps = 0.2, 0.4, 0.6, 0.8 (tab:lowdp; methods.harness) and evaluates
@@ -29,12 +31,34 @@ JOBS=(
   "datalens mnist-eps1 paper-cpu-bf16 30 moment_dtype=bfloat16 chunk=12 compute_dtype=bfloat16"
   "dcgan mnist-epsinf cpu 30"
   "dcgan fashion-mnist-epsinf cpu 30"
+  # issue 13: tab:dpsgd-mnist at the budgets tab:dpsgd-search lists (5 seeds, ~5 min each)
+  "dpsgd gmdp 1 1.0 5" "dpsgd normtopk 0.7 1.0 5" "dpsgd normtopk 0.6 1.0 5"
+  "dpsgd normtopk 0.8 1.0 5" "dpsgd gmdp 1 0.2 5" "dpsgd normtopk 0.7 0.2 5"
+  "dpsgd normtopk 0.6 0.2 5" "dpsgd normtopk 0.8 0.2 5" "dpsgd gmdp 1 0.05 5"
+  "dpsgd normtopk 0.7 0.05 5" "dpsgd normtopk 0.6 0.05 5" "dpsgd normtopk 0.8 0.05 5"
   "datalens fashion-mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
   "gpate mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12 +snap"
   "gpate fashion-mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12 +snap"
 )
 
+run_dpsgd() {  # dpsgd METHOD K EPS SEEDS: one tab:dpsgd cell at paper scale, on MNIST
+  read -r _ m k eps seeds <<<"$1"
+  local cell out dest
+  cell=$(.venv/bin/python -c "from datalens_lib.dpsgd.train import cell_name; \
+print(cell_name('$m', float('$k'), float('$eps')))")
+  out=runs/queue/dpsgd/mnist/$cell/paper dest=data/results/dpsgd/mnist/$cell/paper
+  if [[ -f $dest/summary.json ]] && (( $(ls "$dest"/seed*.json | wc -l) >= seeds )); then
+    echo "[queue] dpsgd $cell: already committed, skipped"; return
+  fi
+  echo "[queue] dpsgd $cell: $seeds seeds (finished seeds are skipped)"
+  "$DL" dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" --seeds "$seeds" \
+    --profile paper --out "$out" --quiet
+  mkdir -p "$dest" && cp "$out"/seed*.json "$out/summary.json" "$dest/"
+  echo "[queue] dpsgd $cell: records copied to $dest"
+}
+
 run_job() {
+  if [[ $1 == dpsgd* ]]; then run_dpsgd "$1"; return; fi
   read -r method cfg folder epochs overrides <<<"$1"
   local out=runs/queue/$method/$cfg/$folder dest=data/results/$method/$cfg/$folder
   [[ $method == datalens ]] && out=runs/queue/$cfg/$folder  # where earlier runs trained

@@ -1,4 +1,5 @@
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -67,6 +68,19 @@ def test_full_image_table_is_transcribed_from_its_own_table():
     assert len(rows) == 66 and {r["metric"] for r in rows} == {"inception_score", "fid"}
     for r in rows:
         assert f"{r['value']:.2f}" in region, r
+
+
+def test_dpsgd_search_table_is_transcribed_from_its_own_table():
+    if not PAPER_TEX.exists():
+        pytest.skip("paper source not available")
+    tex = PAPER_TEX.read_text()
+    at = tex.index("\\label{tab:dpsgd-search}")
+    region = tex[at: tex.index("\\end{table*}", at)]
+    rows = paper_values("tab_dpsgd_search.csv")
+    assert len(rows) == 96
+    for r in rows:
+        v = r["value"]
+        assert re.search(rf"(?<![\d.]){re.escape(f'{v:g}')}(?:\.0)?(?![\d])", region), r
 
 
 def test_smoke_overrides_allow_three_steps():

@@ -138,6 +138,14 @@ def test_domain_classifier_checksum_and_missing(tmp_path):
         qc.load_domain_classifier("cifar10", tmp_path)
 
 
+def test_saved_weights_have_a_reproducible_sha256(tmp_path):
+    model, rec = qc.load_domain_classifier("mnist")
+    a = qc.save_domain_classifier(model, dict(rec), tmp_path / "a")
+    b = qc.save_domain_classifier(model, dict(rec), tmp_path / "b")
+    assert sha256_file(a) == sha256_file(b)
+    assert json.loads((tmp_path / "a" / "mnist.json").read_text())["sha256"] == sha256_file(a)
+
+
 @pytest.mark.usefixtures("real_mnist")
 def test_domain_classifier_training_is_deterministic():
     a, ra = qc.train_domain_classifier("mnist", epochs=1, limit=256, progress=False)

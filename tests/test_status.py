@@ -121,3 +121,15 @@ def test_rows_on_another_scale_are_shown_but_never_compared(tmp_path):
     _save(tmp_path / "b", "tab:visual", rows[:1])
     assert status.summarise(art, root=tmp_path / "b")["median |ours - paper|"] == \
         pytest.approx(3.53)
+
+
+def test_percent_metrics_use_the_tolerance_in_points(tmp_path):
+    art = next(a for a in status.artifacts() if a.artifact == "tab:dpsgd-mnist")
+    _save(tmp_path, "tab:dpsgd-mnist", [
+        {"dataset": "mnist", "method": "GM-DP", "epsilon": 1.0, "parameter": "",
+         "ours": 94.41, "paper": 95.41, "profile": "paper"}])
+    assert status.summarise(art, tolerance=0.02, root=tmp_path)["verdict"] == "agrees"
+    assert status.summarise(art, tolerance=0.005, root=tmp_path)["verdict"] == "differs"
+    m = status.method_matrix(root=tmp_path)
+    gm = m[(m.artifact == "tab:dpsgd-mnist") & (m.method == "GM-DP")].iloc[0]
+    assert gm["median difference"] == pytest.approx(-0.01)

@@ -18,6 +18,7 @@ features, the real-data reference row is the real *test* set.
 from __future__ import annotations
 
 import functools
+import io
 import json
 import time
 from pathlib import Path
@@ -31,7 +32,7 @@ from tqdm import tqdm
 
 from .._validate import positive_float, positive_int
 from ..data import load_dataset
-from ..provenance import atomic_save, atomic_write_json, provenance
+from ..provenance import atomic_write_bytes, atomic_write_json, provenance
 from ..samples import check_images, sha256_file
 from .scores import frechet_distance, gaussian_stats, inception_score
 
@@ -100,7 +101,9 @@ def save_domain_classifier(model: DomainClassifier, rec: dict[str, Any],
     folder = Path(folder)
     pt = folder / f"{rec['dataset']}.pt"
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    atomic_save(pt, lambda tmp: torch.save(state, tmp))
+    buf = io.BytesIO()  # a buffer, not the temp file: the archive's inner folder name would
+    torch.save(state, buf)  # be the temp name, and equal weights would get another SHA-256
+    atomic_write_bytes(pt, buf.getvalue())
     atomic_write_json(folder / f"{rec['dataset']}.json",
                       {**rec, "weights": pt.name, "sha256": sha256_file(pt), **provenance()})
     return pt

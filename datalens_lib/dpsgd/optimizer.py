@@ -1,0 +1,112 @@
+"""TopAgg inside DP-SGD as an Opacus optimizer (paper Algorithm "DP SGD training via TopAgg").
+
+``TopAggDPOptimizer`` subclasses Opacus's ``DPOptimizer`` and overrides only its two
+mechanism stages, the way Opacus's own per-layer and adaptive-clipping optimizers do:
+
+``clip_and_accumulate``
+    per-example gradients of all parameters flattened to ``[B, d]`` (``scope="flat"``, the
+    paper's vector notation) or taken parameter by parameter (``scope="layer"``); each row
+    clipped to ``max_grad_norm`` C exactly as Opacus clips (factor C / (||g|| + 1e-6), at most
+    1); compressed by ``norm_topk`` or ``dim_topk`` (:mod:`.compress`); re-clipped to the
+    stated sensitivity as a floating-point guard; summed into ``p.summed_grad``.
+``add_noise``
+    N(0, (sigma * Delta)^2) per coordinate with Delta = sqrt(k) C (norm selection) or C
+    (dimension selection), from Opacus's own noise generator (secure mode available).
+
+Neighbouring relation: add/remove one example (Poisson sampling with rate q = B / n, Opacus's
+``DPDataLoader``). Since the noise is sigma times the sensitivity, the privacy accountant sees
+noise multiplier sigma and sample rate q: ``noise_multiplier`` keeps its Opacus meaning and
+Opacus's accountants (RDP, PRV) attach unchanged. With k >= 1 (norm selection) every stage is
+Opacus's own code, so k = 1 *is* GM-DP (Opacus DP-SGD), bit for bit.
+
+Per-layer scope keeps a fraction k of each layer's squared norm: sum_l k ||g_l||^2 = k ||g||^2,
+so its sensitivity is the same sqrt(k) C.
+"""
+
+from __future__ import annotations
+
+import torch
+from opacus.optimizers import DPOptimizer
+from opacus.optimizers.optimizer import (
+    _check_processed_flag,
+    _generate_noise,
+    _mark_as_processed,
+)
+
+from .compress import SELECTIONS, _check_k, sensitivity
+
+SCOPES = ("flat", "layer")
+
+
+class TopAggDPOptimizer(DPOptimizer):
+    """DP-SGD with per-example top-k compression before the sum and the noise (module doc)."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, *, noise_multiplier: float,
+                 max_grad_norm: float, expected_batch_size: int | None, k: float = 1.0,
+                 selection: str = "norm", scope: str = "flat", **kwargs):
+        if selection not in SELECTIONS:
+            raise ValueError(f"selection must be one of {sorted(SELECTIONS)}, got "
+                             f"{selection!r}")
+        if scope not in SCOPES:
+            raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
+        if not max_grad_norm > 0:
+            raise ValueError(f"max_grad_norm must be > 0, got {max_grad_norm!r}")
+        if not noise_multiplier >= 0:
+            raise ValueError(f"noise_multiplier must be >= 0, got {noise_multiplier!r}")
+        self.k, self.selection, self.scope = _check_k(k), selection, scope
+        super().__init__(optimizer, noise_multiplier=noise_multiplier,
+                         max_grad_norm=max_grad_norm, expected_batch_size=expected_batch_size,
+                         **kwargs)
+
+    @property
+    def compresses(self) -> bool:
+        return self.k < 1
+
+    @property
+    def sensitivity(self) -> float:
+        """L2 sensitivity of the summed, processed per-example gradients (add/remove-one)."""
+        return sensitivity(self.selection, self.k, self.max_grad_norm)
+
+    def process(self, grads: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Clip each example's gradient to C (Opacus's factor), compress it, and guard its norm
+        at the sensitivity; ``grads``: per-parameter [B, ...], returns per-parameter [B, d_p]."""
+        b = len(grads[0])
+        flat = [g.reshape(b, -1).to(p.dtype) for g, p in zip(grads, self.params, strict=True)]
+        if not b:
+            return flat
+        norms = torch.stack([f.norm(2, dim=1) for f in flat], dim=1).norm(2, dim=1)
+        factor = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+        flat = [f * factor[:, None] for f in flat]
+        if not self.compresses:
+            return flat
+        compress = SELECTIONS[self.selection]
+        if self.scope == "flat":
+            sizes = [f.shape[1] for f in flat]
+            flat = list(torch.split(compress(torch.cat(flat, 1), self.k), sizes, dim=1))
+        else:
+            flat = [compress(f, self.k) for f in flat]
+        # guard: no processed row may exceed the stated sensitivity (float rounding)
+        out = torch.stack([f.norm(2, dim=1) for f in flat], dim=1).norm(2, dim=1)
+        guard = (self.sensitivity / (out + 1e-12)).clamp(max=1.0)
+        return [f * guard[:, None] for f in flat]
+
+    def clip_and_accumulate(self) -> None:
+        if not self.compresses:
+            return super().clip_and_accumulate()
+        for p in self.params:
+            _check_processed_flag(p.grad_sample)
+        for f, p in zip(self.process(self.grad_samples), self.params, strict=True):
+            grad = f.sum(0).view_as(p)
+            p.summed_grad = grad if p.summed_grad is None else p.summed_grad + grad
+            _mark_as_processed(p.grad_sample)
+
+    def add_noise(self) -> None:
+        if not self.compresses:
+            return super().add_noise()
+        for p in self.params:
+            _check_processed_flag(p.summed_grad)
+            noise = _generate_noise(std=self.noise_multiplier * self.sensitivity,
+                                    reference=p.summed_grad, generator=self.generator,
+                                    secure_mode=self.secure_mode)
+            p.grad = (p.summed_grad + noise).view_as(p)
+            _mark_as_processed(p.summed_grad)

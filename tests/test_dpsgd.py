@@ -1,0 +1,237 @@
+"""TopAgg inside DP-SGD: compression, the Opacus optimizer, its accountant, runs and the CLI."""
+
+import json
+import math
+
+import pytest
+import torch
+from conftest import real_dataset_dir
+from dp_accounting import rdp
+from opacus import GradSampleModule
+from opacus.accountants import RDPAccountant
+from opacus.optimizers import DPOptimizer
+
+from datalens_lib import cli
+from datalens_lib.dpsgd import TopAggDPOptimizer, dim_topk, norm_topk, sensitivity
+from datalens_lib.dpsgd.train import DPSGDConfig, make_config, paper_hyperparameters
+from datalens_lib.privacy.subsampled import (
+    dpsgd_epsilon,
+    dpsgd_event,
+    dpsgd_ledgers,
+    dpsgd_steps_for_budget,
+)
+
+# -------------------------------------------------------------------------- compression
+
+
+def test_norm_topk_keeps_the_longest_prefix_within_k_of_the_squared_norm():
+    g = torch.randn(64, 300, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    for k in (0.3, 0.6, 0.8):
+        out = norm_topk(g, k)
+        kept = out != 0
+        total = g.square().sum(1)
+        assert (out.square().sum(1) <= k * total + 1e-12).all()
+        # maximal: adding the largest dropped coordinate would exceed k ||g||^2
+        dropped = torch.where(kept, torch.zeros_like(g), g.square()).max(1).values
+        assert (out.square().sum(1) + dropped > k * total).all()
+        # the kept coordinates are the largest ones
+        assert (torch.where(kept, g.abs(), torch.inf).min(1).values
+                >= torch.where(kept, 0, g.abs()).max(1).values).all()
+        assert torch.equal(out[kept], g[kept])
+    assert norm_topk(g, 1.0) is g and norm_topk(g, 2.0) is g
+
+
+def test_norm_topk_prefilter_gives_the_full_sort_result():
+    gen = torch.Generator().manual_seed(2)
+    heavy = torch.randn(32, 20000, generator=gen) ** 3  # heavy tails: selection in the top few
+    flat = torch.randn(32, 20000, generator=gen)  # light tails at k = 0.8: needs the fallback
+    for g, k in ((heavy, 0.7), (flat, 0.8), (heavy, 0.99)):
+        assert torch.equal(norm_topk(g, k), norm_topk(g, k, prefilter=None))
+        assert torch.equal(norm_topk(g, k, prefilter=64), norm_topk(g, k, prefilter=None))
+
+
+def test_norm_topk_empty_selection_and_zero_rows():
+    g = torch.tensor([[10.0, 0.1, 0.1], [0.0, 0.0, 0.0]])
+    assert torch.equal(norm_topk(g, 0.5), torch.zeros_like(g))  # even the top one exceeds k
+
+
+def test_dim_topk_keeps_ceil_k_d_coordinates_and_its_sensitivity_is_c():
+    g = torch.randn(8, 101, generator=torch.Generator().manual_seed(1))
+    out = dim_topk(g, 0.3)
+    assert ((out != 0).sum(1) == math.ceil(0.3 * 101)).all()
+    spike = torch.zeros(1, 50)
+    spike[0, 7] = 3.0
+    assert dim_topk(spike, 0.2).norm() == pytest.approx(3.0)  # all of C survives
+    assert sensitivity("dim", 0.2, 3.0) == 3.0
+    assert sensitivity("norm", 0.25, 3.0) == pytest.approx(1.5)
+    with pytest.raises(ValueError, match="k must be"):
+        norm_topk(g, 0)
+    with pytest.raises(ValueError, match="selection"):
+        sensitivity("sign", 0.5, 1.0)
+
+
+# ---------------------------------------------------------------------------- optimizer
+
+
+def _model(seed=0, dtype=torch.float32):
+    torch.manual_seed(seed)
+    return GradSampleModule(torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU(),
+                                                torch.nn.Linear(5, 3)).to(dtype))
+
+
+def _step(opt_cls, seed=0, dtype=torch.float32, **kw):
+    m = _model(seed, dtype)
+    opt = opt_cls(torch.optim.SGD(m.parameters(), lr=0.5), expected_batch_size=16,
+                  generator=torch.Generator().manual_seed(7), **kw)
+    x = torch.randn(16, 6, generator=torch.Generator().manual_seed(3)).to(dtype) * 5
+    y = torch.arange(16) % 3
+    torch.nn.functional.cross_entropy(m(x), y).backward()
+    opt.step()
+    return m, opt
+
+
+def test_k_one_is_opacus_dp_sgd_bit_for_bit():
+    a, _ = _step(DPOptimizer, noise_multiplier=1.3, max_grad_norm=0.7)
+    b, _ = _step(TopAggDPOptimizer, noise_multiplier=1.3, max_grad_norm=0.7, k=1.0)
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(pa, pb)
+
+
+def test_the_compression_path_is_clip_then_normtopk_then_mean_then_sgd():
+    """One noiseless step of the general path against a hand computation: Opacus's clip
+    factor, NormTopK over the flat concatenation, the sum over examples, the 1/B average."""
+    m = _model(0, torch.float64)
+    before = torch.cat([p.detach().reshape(-1).clone() for p in m.parameters()])
+    opt = TopAggDPOptimizer(torch.optim.SGD(m.parameters(), lr=0.5), noise_multiplier=0.0,
+                            max_grad_norm=0.7, expected_batch_size=16, k=0.5)
+    x = torch.randn(16, 6, generator=torch.Generator().manual_seed(3)).double() * 5
+    torch.nn.functional.cross_entropy(m(x), torch.arange(16) % 3).backward()
+    flat = torch.cat([g.reshape(16, -1) for g in opt.grad_samples], 1)
+    clipped = flat * (0.7 / (flat.norm(dim=1) + 1e-6)).clamp(max=1.0)[:, None]
+    want = before - 0.5 * norm_topk(clipped, 0.5).sum(0) / 16
+    opt.step()
+    after = torch.cat([p.detach().reshape(-1) for p in m.parameters()])
+    assert torch.allclose(after, want, rtol=0, atol=1e-12)
+    assert not torch.allclose(after, before - 0.5 * clipped.sum(0) / 16, atol=1e-6)
+
+
+@pytest.mark.parametrize("selection,scope", [("norm", "flat"), ("norm", "layer"),
+                                             ("dim", "flat")])
+def test_no_processed_example_exceeds_the_stated_sensitivity(selection, scope):
+    m = _model()
+    opt = TopAggDPOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), noise_multiplier=1.0,
+                            max_grad_norm=2.0, expected_batch_size=16, k=0.36,
+                            selection=selection, scope=scope)
+    x = torch.randn(16, 6) * 100  # huge gradients: clipping binds for everyone
+    torch.nn.functional.cross_entropy(m(x), torch.arange(16) % 3).backward()
+    rows = torch.cat(opt.process(opt.grad_samples), dim=1)
+    norms = rows.norm(dim=1)
+    assert (norms <= opt.sensitivity * (1 + 1e-6)).all()
+    want = 0.6 * 2.0 if selection == "norm" else 2.0
+    assert opt.sensitivity == pytest.approx(want)
+    if selection == "norm":  # compression really happened: rows are sparse
+        assert ((rows != 0).float().mean(1) < 1).all()
+
+
+def test_noise_std_is_sigma_times_the_sensitivity():
+    m = torch.nn.Linear(200, 100)
+    gs = GradSampleModule(m)
+    opt = TopAggDPOptimizer(torch.optim.SGD(gs.parameters(), lr=1.0), noise_multiplier=2.0,
+                            max_grad_norm=3.0, expected_batch_size=10, k=0.49,
+                            generator=torch.Generator().manual_seed(0))
+    for p in gs.parameters():
+        p.grad_sample = torch.zeros(10, *p.shape)
+    opt.pre_step()
+    noise = torch.cat([p.grad.reshape(-1) for p in gs.parameters()]) * 10  # undo the mean
+    assert noise.std().item() == pytest.approx(2.0 * 0.7 * 3.0, rel=0.02)
+    assert abs(noise.mean().item()) < 4 * 4.2 / math.sqrt(noise.numel())  # 4 standard errors
+
+
+def test_optimizer_validates_its_parameters():
+    m = _model()
+    with pytest.raises(ValueError, match="scope"):
+        TopAggDPOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), noise_multiplier=1.0,
+                          max_grad_norm=1.0, expected_batch_size=4, scope="row")
+    with pytest.raises(ValueError, match="max_grad_norm"):
+        TopAggDPOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), noise_multiplier=1.0,
+                          max_grad_norm=0.0, expected_batch_size=4)
+
+
+# ---------------------------------------------------------------------------- accountant
+
+
+def test_rdp_ledger_equals_dp_accountings_for_the_same_orders():
+    q, sigma, steps, delta = 256 / 60000, 1.1, 3000, 1e-5
+    acc = rdp.RdpAccountant(orders=list(RDPAccountant.DEFAULT_ALPHAS))
+    acc.compose(dpsgd_event(q, sigma, steps))
+    assert dpsgd_epsilon(steps, q, sigma, delta, "rdp") == pytest.approx(
+        acc.get_epsilon(delta), rel=1e-6)
+    led = dpsgd_ledgers(steps, q, sigma, delta)
+    assert led["prv"] < led["rdp"] < led["paper"] and led["pld"] < led["rdp"]
+    assert dpsgd_epsilon(0, q, sigma, delta) == 0.0
+    with pytest.raises(ValueError, match="sample rate"):
+        dpsgd_epsilon(10, 1.5, sigma, delta)
+
+
+def test_steps_for_budget_reproduce_an_independent_readers_numbers():
+    """dpsgd.md: with orders up to 1024 and the simple conversion, MNIST eps = 1 (B = 512,
+    sigma 1.6) allows 1063 steps and eps = 0.05 (B = 128, sigma 5.8) 756."""
+    assert dpsgd_steps_for_budget(1.0, 512 / 60000, 1.6, 1e-5) == 1063
+    assert dpsgd_steps_for_budget(0.05, 128 / 60000, 5.8, 1e-5) == 756
+    t = dpsgd_steps_for_budget(0.2, 512 / 60000, 3.6, 1e-5)
+    assert dpsgd_epsilon(t, 512 / 60000, 3.6, 1e-5) <= 0.2 < dpsgd_epsilon(
+        t + 1, 512 / 60000, 3.6, 1e-5)
+
+
+# ------------------------------------------------------------------------ configs, runs
+
+
+def test_paper_hyperparameters_and_config_validation():
+    hp = paper_hyperparameters("mnist", 0.05, "normtopk", 0.6)
+    assert (hp["max_grad_norm"], hp["sigma"], hp["batch_size"], hp["lr"]) == (10.0, 5.8, 128,
+                                                                               0.01)
+    gm = paper_hyperparameters("mnist", 0.1, "gmdp", 1.0)  # nearest searched budget: 0.05
+    assert gm["sigma"] == 8.2 and "nearest" in gm["hyperparameter_source"]
+    assert paper_hyperparameters("mnist", 0.7, "gmdp", 1.0)["sigma"] == 1.8
+    with pytest.raises(ValueError, match="k = 1"):
+        DPSGDConfig(method="gmdp", k=0.7)
+    with pytest.raises(ValueError, match="k < 1"):
+        DPSGDConfig(method="normtopk", k=1.0)
+    with pytest.raises(ValueError, match="inf"):
+        DPSGDConfig(method="sgd", k=1.0)
+    with pytest.raises(ValueError, match="unknown"):
+        make_config("mnist", 1.0, "normtopk", 0.7, "paper", lr_decay=0.1)
+
+
+@pytest.fixture
+def real_mnist(monkeypatch):
+    monkeypatch.setenv("DATALENS_DATA_DIR", str(real_dataset_dir("mnist").parent))
+
+
+@pytest.mark.usefixtures("real_mnist")
+def test_cli_dpsgd_smoke_records_resume_and_ledgers(tmp_path, capsys):
+    out = tmp_path / "cell"
+    args = ["dpsgd", "--epsilon", "1.0", "--k", "0.7", "--profile", "smoke", "--seeds", "2",
+            "--out", str(out), "--quiet"]
+    assert cli.main(args) == 0
+    recs = [json.loads((out / f"seed{s}.json").read_text()) for s in (0, 1)]
+    for r in recs:
+        assert r["steps"] == 3 and r["git_sha"] and r["profile"] == "smoke"
+        assert r["epsilon"]["opacus_hook_rdp"] == pytest.approx(r["epsilon"]["rdp"], rel=1e-6)
+        assert r["privacy"]["sensitivity"] == pytest.approx(math.sqrt(0.7) * r["config"][
+            "max_grad_norm"])
+    assert recs[0]["evaluations"] != recs[1]["evaluations"]  # seeds differ
+    summ = json.loads((out / "summary.json").read_text())
+    assert summ["seeds"] == [0, 1] and summ["final"]["std"] is not None
+    before = (out / "seed0.json").stat().st_mtime_ns
+    assert cli.main(args) == 0  # finished seeds are skipped
+    assert (out / "seed0.json").stat().st_mtime_ns == before
+    assert cli.main(args + ["--set", "lr=0.5"]) == 2
+    assert "another config" in capsys.readouterr().err
+    assert cli.main(["dpsgd", "--method", "gmdp", "--epsilon", "0.5", "--profile", "smoke",
+                     "--seeds", "1", "--out", str(tmp_path / "gm"), "--quiet"]) == 0
+    gm = json.loads((tmp_path / "gm" / "seed0.json").read_text())
+    assert gm["config"]["k"] == 1.0 and gm["privacy"]["sensitivity"] == gm["config"][
+        "max_grad_norm"]
+    assert cli.main(["dpsgd", "--method", "gmdp", "--epsilon", "0", "--profile", "smoke",
+                     "--out", str(tmp_path / "x")]) == 2
