@@ -299,6 +299,19 @@ def _cmd_dpsgd(args: argparse.Namespace) -> int:
         key, _, val = kv.partition("=")
         over[key] = json.loads(val)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    if args.control:
+        from .dpsgd.train import run_control
+
+        try:
+            res = run_control(args.dataset, float(args.epsilon), args.k, args.profile,
+                              seeds=seeds, out=args.out, progress=not args.quiet, **over)
+        except (ValueError, TypeError, FileNotFoundError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        for name, summ in res.items():
+            print(f"{name:12s} final {summ['final']['mean']:.4f} ± "
+                  f"{summ['final']['std'] or 0:.4f} ({summ['folder']})")
+        return 0
     try:
         summ = run_cell(args.dataset, float(args.epsilon), args.method, args.k, args.profile,
                         seeds=seeds, out=args.out, progress=not args.quiet, **over)
@@ -530,6 +543,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="override a setting (JSON literal), e.g. --set lr=0.05")
     dp.add_argument("--out", default=None, help="default: runs/dpsgd/<dataset>/<cell>/<profile>")
     dp.add_argument("--quiet", action="store_true")
+    dp.add_argument("--control", action="store_true",
+                    help="tab:control: TopAgg, TopK-GM-DP, TopK-SGD, GM-DP and clipped SGD "
+                    "with TopAgg's C, sigma and steps (ignores --method)")
 
     qu = sub.add_parser("quality", help="IS (domain classifier) and FID (domain features) of "
                         "a run's samples or of any .npz of images and labels")

@@ -39,6 +39,7 @@ JOBS=(
   "datalens fashion-mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
   "gpate mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12 +snap"
   "gpate fashion-mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12 +snap"
+  "dpsgd-control 0.8 1 5" "dpsgd-control 0.8 0.1 5"
 )
 
 run_dpsgd() {  # dpsgd METHOD K EPS SEEDS: one tab:dpsgd cell at paper scale, on MNIST
@@ -57,7 +58,20 @@ print(cell_name('$m', float('$k'), float('$eps')))")
   echo "[queue] dpsgd $cell: records copied to $dest"
 }
 
+run_control() {  # dpsgd-control K EPS SEEDS: the five tab:control scenarios on MNIST
+  read -r _ k eps seeds <<<"$1"
+  local out=runs/queue/dpsgd/mnist/control-paper dest=data/results/dpsgd/mnist
+  echo "[queue] dpsgd control k=$k eps=$eps: $seeds seeds per scenario"
+  "$DL" dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds "$seeds" \
+    --profile paper --out "$out" --quiet
+  for d in "$out"/control-k"$k"-eps"$eps"-*; do
+    mkdir -p "$dest/$(basename "$d")/paper" && cp "$d"/*.json "$dest/$(basename "$d")/paper/"
+  done
+  echo "[queue] dpsgd control k=$k eps=$eps: records copied under $dest"
+}
+
 run_job() {
+  if [[ $1 == dpsgd-control* ]]; then run_control "$1"; return; fi
   if [[ $1 == dpsgd* ]]; then run_dpsgd "$1"; return; fi
   read -r method cfg folder epochs overrides <<<"$1"
   local out=runs/queue/$method/$cfg/$folder dest=data/results/$method/$cfg/$folder

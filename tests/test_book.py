@@ -83,6 +83,18 @@ def test_dpsgd_search_table_is_transcribed_from_its_own_table():
         assert re.search(rf"(?<![\d.]){re.escape(f'{v:g}')}(?:\.0)?(?![\d])", region), r
 
 
+def test_control_table_is_transcribed_from_its_own_table():
+    if not PAPER_TEX.exists():
+        pytest.skip("paper source not available")
+    tex = PAPER_TEX.read_text()
+    at = tex.index("\\label{tab:control}")
+    region = tex[at: tex.index("\\end{table}", at)]
+    rows = paper_values("tab_control.csv")
+    assert len(rows) == 20
+    for r in rows:
+        assert f"{r['value']:.2f}" in region, r
+
+
 def test_smoke_overrides_allow_three_steps():
     over = book.smoke_overrides("mnist-eps1", 0.2)
     from datalens_lib.privacy import topagg_max_queries

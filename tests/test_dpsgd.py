@@ -235,3 +235,31 @@ def test_cli_dpsgd_smoke_records_resume_and_ledgers(tmp_path, capsys):
         "max_grad_norm"]
     assert cli.main(["dpsgd", "--method", "gmdp", "--epsilon", "0", "--profile", "smoke",
                      "--out", str(tmp_path / "x")]) == 2
+    assert cli.main(["dpsgd", "--control", "--epsilon", "1.0", "--k", "0.8", "--profile",
+                     "smoke", "--seeds", "1", "--out", str(tmp_path / "ctl"), "--quiet"]) == 0
+    ctl = {p.parent.name: json.loads(p.read_text())
+           for p in (tmp_path / "ctl").glob("*/seed0.json")}
+    assert len(ctl) == 5
+    assert ctl["control-k0.8-eps1-topk-sgd"]["epsilon"] is None
+    assert ctl["control-k0.8-eps1-topagg"]["privacy"]["noise_std"] == pytest.approx(
+        ctl["control-k0.8-eps1-gm-dp"]["privacy"]["noise_std"] * math.sqrt(0.8))
+
+
+def test_control_scenarios_share_everything_but_compression_and_noise():
+    from datalens_lib.dpsgd.train import control_configs
+
+    cfgs = control_configs("mnist", 1.0, 0.8, "paper")
+    assert list(cfgs) == ["TopAgg", "TopK-GM-DP", "TopK-SGD", "GM-DP", "clipped SGD"]
+    top = cfgs["TopAgg"]
+    for c in cfgs.values():
+        assert (c.steps, c.max_grad_norm, c.batch_size, c.lr) == (
+            top.steps, top.max_grad_norm, top.batch_size, top.lr)
+    std = {n: c.sigma * sensitivity("norm", c.k, c.max_grad_norm) for n, c in cfgs.items()
+           if math.isfinite(c.epsilon)}
+    C, s = top.max_grad_norm, top.sigma
+    assert std["TopAgg"] == pytest.approx(math.sqrt(0.8) * s * C)
+    assert std["TopK-GM-DP"] == pytest.approx(s * C) and std["GM-DP"] == pytest.approx(s * C)
+    assert top.epsilon <= 1.0 and cfgs["GM-DP"].epsilon == pytest.approx(top.epsilon)
+    assert cfgs["TopK-GM-DP"].epsilon < top.epsilon
+    assert math.isinf(cfgs["TopK-SGD"].epsilon) and cfgs["TopK-SGD"].k == 0.8
+    assert math.isinf(cfgs["clipped SGD"].epsilon) and cfgs["clipped SGD"].method == "sgd"

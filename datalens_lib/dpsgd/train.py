@@ -44,10 +44,19 @@ from tqdm import tqdm
 
 from .._validate import choice, positive_float, positive_int
 from ..data import load_dataset
-from ..privacy.subsampled import dpsgd_ledgers, dpsgd_steps_for_budget
+from ..privacy.subsampled import dpsgd_epsilon, dpsgd_ledgers, dpsgd_steps_for_budget
 from ..results import PAPER_DIR
 
 METHODS = ("normtopk", "dimtopk", "gmdp", "sgd")
+#: training-set sizes (the sample rate q = B / n must be known before loading the data)
+TRAIN_SIZES = {"mnist": 60_000, "fashion-mnist": 60_000}
+
+
+def train_size(dataset: str, limit: int | None = None) -> int:
+    if dataset not in TRAIN_SIZES:
+        raise ValueError(f"DP-SGD runs know the training-set size of {sorted(TRAIN_SIZES)}, "
+                         f"not {dataset!r}")
+    return min(limit, TRAIN_SIZES[dataset]) if limit else TRAIN_SIZES[dataset]
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
 
@@ -267,7 +276,7 @@ def make_config(dataset: str, epsilon: float, method: str, k: float, profile: st
     base: dict[str, Any] = {"dataset": dataset, "method": method, "k": k, "epsilon": epsilon,
                             **hp}
     if math.isinf(epsilon):
-        base["steps"] = 10 * 60_000 // hp["batch_size"]  # 10 epochs: our choice (not stated)
+        base["steps"] = 10 * train_size(dataset) // hp["batch_size"]  # 10 epochs: our choice
     if profile == "smoke":
         base.update({"train_limit": 2048, "test_limit": 500, "steps": 3, "eval_every": 1,
                      "batch_size": 64})
@@ -298,14 +307,16 @@ def cell_name(method: str, k: float, epsilon: float) -> str:
 
 def run_cell(dataset: str, epsilon: float, method: str, k: float, profile: str, *,
              seeds: list[int], out: Path | None = None, progress: bool = False,
+             cfg: DPSGDConfig | None = None, cell: str | None = None,
              **overrides: Any) -> dict[str, Any]:
     """Train the missing seeds of one cell into ``out`` (default ``<runs>/dpsgd/<dataset>/
     <cell>/<profile>``; one ``seed<S>.json`` each, written atomically, finished seeds
-    skipped) and write and return their ``summary.json``."""
+    skipped) and write and return their ``summary.json``. ``cfg``/``cell``: a ready config
+    and its folder name (the control scenarios)."""
     from ..provenance import atomic_write_json, provenance, runs_root
 
-    cfg = make_config(dataset, epsilon, method, k, profile, **overrides)
-    cell = cell_name(method, cfg.k, epsilon)
+    cfg = cfg or make_config(dataset, epsilon, method, k, profile, **overrides)
+    cell = cell or cell_name(method, cfg.k, epsilon)
     out = Path(out) if out else runs_root() / "dpsgd" / dataset / cell / profile
     out.mkdir(parents=True, exist_ok=True)
     records = []
@@ -336,3 +347,57 @@ def committed_summaries(dataset: str, profile: str = "paper",
     base = (root or RESULTS_DIR) / "dpsgd" / dataset
     return {p.parent.parent.name: json.loads(p.read_text())
             for p in sorted(base.glob(f"*/{profile}/summary.json"))}
+
+
+#: ``tab:control``: the five scenarios, as (compression k or 1, noise std in units of C as a
+#: function of TopAgg's sigma and k, or None for no noise)
+CONTROL = {"TopAgg": ("k", lambda s, k: s * math.sqrt(k)),
+           "TopK-GM-DP": ("k", lambda s, k: s),
+           "TopK-SGD": ("k", None),
+           "GM-DP": (1.0, lambda s, k: s),
+           "clipped SGD": (1.0, None)}
+
+
+def control_configs(dataset: str, epsilon: float, k: float, profile: str,
+                    **overrides: Any) -> dict[str, DPSGDConfig]:
+    """``tab:control``'s scenarios with TopAgg's C, σ, B, lr and number of steps T (at
+    ``epsilon``): TopAgg adds N(0, kσ²C²), TopK-GM-DP and GM-DP add N(0, σ²C²), TopK-SGD and
+    clipped SGD add nothing. Each config's ``sigma`` is the noise multiplier *relative to its
+    own sensitivity* (TopK-GM-DP: σ/√k, since NormTopK's sensitivity is √k C), so its ledgers
+    are its true ε (TopK-GM-DP's is below the budget; the noiseless ones have none); the
+    ``epsilon`` field of a noisy scenario holds that true ε under the paper ledger."""
+    base = make_config(dataset, epsilon, "normtopk", k, profile, **overrides)
+    q = base.batch_size / train_size(dataset, base.train_limit)
+    steps = base.steps if base.steps is not None else dpsgd_steps_for_budget(
+        base.epsilon, q, base.sigma, base.delta)
+    out = {}
+    for name, (kk, noise) in CONTROL.items():
+        kk = k if kk == "k" else kk
+        method = ("normtopk" if kk < 1 else "gmdp") if noise else ("normtopk" if kk < 1
+                                                                    else "sgd")
+        sens = math.sqrt(kk)  # in units of C
+        fields = {**asdict(base), "method": method, "k": kk, "steps": steps,
+                  "hyperparameter_source": base.hyperparameter_source + f"; control: {name}"}
+        if noise is None:
+            fields.update(epsilon=math.inf)
+        else:
+            z = noise(base.sigma, k) / sens
+            fields.update(sigma=z, epsilon=dpsgd_epsilon(steps, q, z, base.delta))
+        out[name] = DPSGDConfig(**fields)
+    return out
+
+
+def run_control(dataset: str, epsilon: float, k: float, profile: str, *, seeds: list[int],
+                out: Path | None = None, progress: bool = False,
+                **overrides: Any) -> dict[str, dict[str, Any]]:
+    """All ``tab:control`` scenarios (:func:`control_configs`), each a cell
+    ``control-k<k>-eps<e>-<scenario>``; returns their summaries by scenario."""
+    from ..provenance import runs_root
+
+    res = {}
+    for name, cfg in control_configs(dataset, epsilon, k, profile, **overrides).items():
+        cell = f"control-k{k:g}-eps{epsilon:g}-{name.lower().replace(' ', '-')}"
+        folder = (Path(out) / cell) if out else runs_root() / "dpsgd" / dataset / cell / profile
+        res[name] = run_cell(dataset, epsilon, cfg.method, cfg.k, profile, seeds=seeds,
+                             out=folder, progress=progress, cfg=cfg, cell=cell)
+    return res

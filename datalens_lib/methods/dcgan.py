@@ -12,6 +12,14 @@ Our choices where neither says: BatchNorm uses batch statistics in training and 
 in DataLens's own generator (carpedm20's sampler uses moving averages), and samples are drawn
 in batches of 64 with uniform labels (``datalens.sample_generator``). One harness step is one
 epoch. Privacy: none (ε = ∞); the record says so.
+
+The logged losses sit at log 4 (D) and log 2 (G) from the first epoch on. That is not a dead
+discriminator: D sees real and fake images in separate batches (as in carpedm20) and normalises
+its last hidden layer with training-mode BatchNorm, which removes each batch's mean, so the
+batch-mean logits of a real and a fake batch are nearly equal and D can only use the shape of
+the within-batch distribution. The samples improve anyway (the cpu run's epoch-6 generator
+draws recognisable, class-conditional digits), so the losses are no progress signal here;
+the utility evaluation is.
 """
 
 from __future__ import annotations
