@@ -41,58 +41,33 @@ ks = [0.6, 0.7, 0.8]
 device = "auto"
 
 # %%
-import math
-
 import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
 from datalens_lib import store
-from datalens_lib.dpsgd.train import cell_name, committed_summaries, run_cell
-from datalens_lib.results import PAPER_DIR
+from datalens_lib.dpsgd import report
 
-paper = pd.read_csv(PAPER_DIR / "tab_dpsgd.csv", dtype={"parameter": str},
-                    keep_default_na=False)
-paper = paper[paper.artifact == "tab:dpsgd-mnist"]
-committed = committed_summaries(dataset, "paper")
-
-
-def paper_cell(method, k, eps, metric):
-    sel = paper[(paper.method == method) & (paper.metric == metric)
-                & (paper.parameter == ("" if method == "GM-DP" else f"k={k:g}"))
-                & (pd.to_numeric(paper.epsilon) == eps)]
-    return float(sel.value.iloc[0]) if len(sel) else None
-
-
-rows = []
+paper = report.paper_rows("tab_dpsgd.csv", "tab:dpsgd-mnist")
+cells = [("TopAgg", f"k={k:g}", "normtopk", k) for k in ks] + [("GM-DP", "", "gmdp", 1.0)]
 with store.Timer() as timer:
-    for eps in epsilons:
-        for method, k in [("normtopk", k) for k in ks] + [("gmdp", 1.0)]:
-            name = cell_name(method, k, eps)
-            summ = committed.get(name)
-            if summ is None:
-                summ = run_cell(dataset, eps, method, k, profile,
-                                seeds=list(range(seed, seed + seeds)))
-            label = "GM-DP" if method == "gmdp" else "TopAgg"
-            rows.append({
-                "dataset": dataset, "method": label, "epsilon": eps,
-                "parameter": "" if method == "gmdp" else f"k={k:g}",
-                "profile": summ["profile"], "seeds": len(summ["seeds"]),
-                "ours": 100 * summ["final"]["mean"],
-                "ours_std": 100 * (summ["final"]["std"] or 0.0),
-                "ours_best": 100 * summ["best"]["mean"],
-                "paper": paper_cell(label, k, eps, "test_accuracy_percent"),
-                "paper_std": paper_cell(label, k, eps, "std_percent"),
-                "steps": summ["config"]["steps"], "cell": name})
-table = pd.DataFrame(rows)
-table["difference"] = [o - p if prof == "paper" and p is not None else None
-                       for o, p, prof in zip(table.ours, table.paper, table.profile,
-                                             strict=True)]
+    table = report.cell_table(dataset, cells, epsilons, paper, profile=profile,
+                              seeds=list(range(seed, seed + seeds)))
 store.save_result("tab:dpsgd-mnist", {"profile": profile, "seed": seed, "seeds": seeds,
                                       "epsilons": epsilons, "ks": ks},
                   table.to_dict("records"), profile=profile, seed=seed,
                   duration_s=timer.seconds)
 table.round(2)
+
+# %% [markdown]
+# The settings come from the paper's grid search (`tab:dpsgd-search`, transcribed in
+# `data/paper/tab_dpsgd_search.csv`); for budgets it does not list, the nearest searched one.
+
+# %%
+search = pd.read_csv(report.PAPER_DIR / "tab_dpsgd_search.csv", keep_default_na=False)
+search = search[search.dataset == dataset].pivot_table(
+    index=["epsilon", "method", "parameter"], columns="metric", values="value", aggfunc="first")
+search
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -113,26 +88,18 @@ plt.tight_layout()
 plt.show()
 
 # %%
-at_paper = table[table.profile == "paper"]
+wins = report.similar_or_better(table)
 lines = []
-if len(at_paper):
-    wins = []
-    for eps, g in at_paper.groupby("epsilon"):
-        gm = g[g.method == "GM-DP"]
-        top = g[g.method == "TopAgg"]
-        if len(gm) and len(top):
-            best = top.loc[top.ours.idxmax()]
-            sd = math.hypot(best.ours_std, float(gm.ours_std.iloc[0]))
-            wins.append((eps, best.ours - float(gm.ours.iloc[0]), sd, best.parameter))
+if wins:
     similar = [w for w in wins if w[1] >= -w[2]]
     lines.append(
         f"At paper scale, TopAgg's best k is within one standard deviation of GM-DP or better "
         f"at {len(similar)} of {len(wins)} budgets ("
         + "; ".join(f"ε={e:g}: {d:+.2f} points ({p})" for e, d, _, p in wins) + ").")
 else:
-    lines.append(f"No cell of this table is committed at paper scale yet: every row above is "
-                 f"a {profile}-profile pipeline check, not a reproduction, and no difference is "
-                 "taken.")
+    lines.append(f"No budget of this table has paper-scale cells of both TopAgg and GM-DP yet: "
+                 f"the {profile}-profile rows above are pipeline checks, not a reproduction, "
+                 "and no difference is taken.")
 acc = paper[paper.metric == "test_accuracy_percent"].assign(e=lambda d: pd.to_numeric(
     d.epsilon))
 beats = [e for e, g in acc.groupby("e") if g[g.method == "TopAgg"].value.max()

@@ -1,0 +1,89 @@
+"""The DP-SGD chapters' tables: our cells (committed paper-scale summaries, else a run at the
+notebook's profile) beside the paper's mean and standard deviation.
+
+A row's ``difference`` exists only for paper-profile cells; a smoke or cpu row is a pipeline
+check (the status page and the notebooks never compare it with the paper).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from ..results import PAPER_DIR
+from .train import cell_name, committed_summaries, run_cell, run_control
+
+
+def paper_rows(csv: str, artifact: str) -> pd.DataFrame:
+    df = pd.read_csv(PAPER_DIR / csv, dtype={"parameter": str}, keep_default_na=False)
+    return df[df.artifact == artifact]
+
+
+def paper_value(paper: pd.DataFrame, method: str, parameter: str, epsilon: float,
+                metric: str) -> float | None:
+    sel = paper[(paper.method == method) & (paper.parameter == parameter)
+                & (paper.metric == metric) & (pd.to_numeric(paper.epsilon) == epsilon)]
+    return float(sel.value.iloc[0]) if len(sel) else None
+
+
+def _row(summ: dict[str, Any], paper: pd.DataFrame, label: str, parameter: str,
+         epsilon: float, dataset: str) -> dict[str, Any]:
+    ours, prof = 100 * summ["final"]["mean"], summ["profile"]
+    p = paper_value(paper, label, parameter, epsilon, "test_accuracy_percent")
+    return {"dataset": dataset, "method": label, "epsilon": epsilon, "parameter": parameter,
+            "profile": prof, "seeds": len(summ["seeds"]), "ours": ours,
+            "ours_std": 100 * (summ["final"]["std"] or 0.0),
+            "ours_best": 100 * summ["best"]["mean"], "paper": p,
+            "paper_std": paper_value(paper, label, parameter, epsilon, "std_percent"),
+            "difference": ours - p if prof == "paper" and p is not None else None,
+            "steps": summ["config"]["steps"], "cell": summ["cell"]}
+
+
+def cell_table(dataset: str, cells: list[tuple[str, str, str, float]], epsilons: list[float],
+               paper: pd.DataFrame, *, profile: str, seeds: list[int]) -> pd.DataFrame:
+    """``cells``: (paper method label, paper parameter, our method, k) per column of the
+    table; one row per (ε, cell)."""
+    committed = committed_summaries(dataset, "paper")
+    rows = []
+    for eps in epsilons:
+        for label, parameter, method, k in cells:
+            summ = committed.get(cell_name(method, k, eps)) or run_cell(
+                dataset, eps, method, k, profile, seeds=seeds)
+            rows.append(_row(summ, paper, label, parameter, eps, dataset))
+    return pd.DataFrame(rows)
+
+
+def control_table(dataset: str, epsilons: list[float], k: float, paper: pd.DataFrame, *,
+                  profile: str, seeds: list[int]) -> pd.DataFrame:
+    """``tab:control``: the five scenarios at each ε (committed cells first)."""
+    committed = committed_summaries(dataset, "paper")
+    rows = []
+    for eps in epsilons:
+        prefix = f"control-k{k:g}-eps{eps:g}-"
+        have = {c[len(prefix):]: s for c, s in committed.items() if c.startswith(prefix)}
+        if len(have) < 5:
+            have = {name.lower().replace(" ", "-"): s for name, s in run_control(
+                dataset, eps, k, profile, seeds=seeds).items()}
+        for name in ("TopK-GM-DP", "TopAgg", "TopK-SGD", "GM-DP", "clipped SGD"):
+            summ = have[name.lower().replace(" ", "-")]
+            r = _row(summ, paper, name, f"k={k:g}", eps, dataset)
+            eps_true = summ["config"]["epsilon"]
+            r["epsilon_spent"] = math.inf if eps_true is None else eps_true
+            rows.append(r)
+    return pd.DataFrame(rows)
+
+
+def similar_or_better(table: pd.DataFrame, top: str = "TopAgg", base: str = "GM-DP"
+                      ) -> list[tuple[float, float, float, str]]:
+    """Per ε with paper-scale cells of both: (ε, best ``top`` cell minus ``base`` in points,
+    their pooled standard deviation, the best cell's parameter)."""
+    out = []
+    for eps, g in table[table.profile == "paper"].groupby("epsilon"):
+        b, t = g[g.method == base], g[g.method == top]
+        if len(b) and len(t):
+            best = t.loc[t.ours.idxmax()]
+            out.append((eps, best.ours - float(b.ours.iloc[0]),
+                        math.hypot(best.ours_std, float(b.ours_std.iloc[0])), best.parameter))
+    return out
