@@ -38,6 +38,7 @@ seeds = 2
 dataset = "mnist"
 epsilons = [0.05, 1.0]
 ks = [0.6, 0.7, 0.8]
+cifar_epsilons = [0.4]
 device = "auto"
 
 # %%
@@ -109,3 +110,34 @@ lines.append("The paper's text says TopAgg is \"similar or even better\" than GM
              f" of {acc.e.nunique()} budgets. Its tables use k ∈ {{0.6, 0.7, 0.8}}, its figure "
              "k ∈ {0.7, 0.8, 1.0}.")
 display(Markdown(" ".join(lines)))
+
+# %% [markdown]
+# ## CIFAR-10 (`tab:dpsgd-cifar`)
+#
+# A linear head trained with the same DP-SGD on the 512-d features of a frozen ImageNet
+# ResNet-18 (`datalens_lib.dpsgd.features`: torchvision's parameter names, so its
+# `resnet18-f37072fd.pth` loads unchanged; features cached to disk). It runs when you supply
+# CIFAR-10 (`cifar-10-python.tar.gz`, see `datalens data check cifar10`) and the weights
+# (`DATALENS_RESNET18_WEIGHTS=/path/to/resnet18-f37072fd.pth`).
+
+# %%
+from datalens_lib import book
+from datalens_lib.dpsgd import features
+
+missing = [m for m in [book.data_status("cifar10")] if m]
+try:
+    features.resolve_weights()
+except (FileNotFoundError, ValueError) as e:
+    missing.append(str(e))
+if missing:
+    display(Markdown("**Needs your data** — " + " ".join(missing)))
+else:
+    cifar_paper = report.paper_rows("tab_dpsgd.csv", "tab:dpsgd-cifar")
+    cifar_cells = [("TopAgg", f"k={k:g}", "normtopk", k) for k in ks] + [
+        ("GM-DP", "", "gmdp", 1.0)]
+    cifar = report.cell_table("cifar10", cifar_cells, cifar_epsilons, cifar_paper,
+                              profile=profile, seeds=list(range(seed, seed + seeds)))
+    store.save_result("tab:dpsgd-cifar", {"profile": profile, "seed": seed, "seeds": seeds,
+                                          "epsilons": cifar_epsilons, "ks": ks},
+                      cifar.to_dict("records"), profile=profile, seed=seed)
+    display(cifar.round(2))

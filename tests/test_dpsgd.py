@@ -263,3 +263,78 @@ def test_control_scenarios_share_everything_but_compression_and_noise():
     assert cfgs["TopK-GM-DP"].epsilon < top.epsilon
     assert math.isinf(cfgs["TopK-SGD"].epsilon) and cfgs["TopK-SGD"].k == 0.8
     assert math.isinf(cfgs["clipped SGD"].epsilon) and cfgs["clipped SGD"].method == "sgd"
+
+
+# ------------------------------------------------------- CIFAR-10: frozen ResNet-18 features
+
+
+def test_resnet18_has_torchvisions_parameter_names_and_size():
+    from datalens_lib.dpsgd.features import ResNet18
+
+    sd = ResNet18().state_dict()
+    for key in ("conv1.weight", "bn1.running_mean", "layer1.0.conv2.weight",
+                "layer2.0.downsample.0.weight", "layer2.0.downsample.1.running_var",
+                "layer4.1.bn2.num_batches_tracked", "fc.weight", "fc.bias"):
+        assert key in sd, key
+    assert "layer1.0.downsample.0.weight" not in sd
+    assert sum(p.numel() for p in ResNet18().parameters()) == 11_689_512  # torchvision's
+    assert sd["layer4.1.conv2.weight"].shape == (512, 512, 3, 3)
+
+
+def _fake_cifar(monkeypatch, tmp_path, n_train=96, n_test=32):
+    import numpy as np
+
+    from datalens_lib import data as data_mod
+    from datalens_lib.data.registry import ImageDataset
+    from datalens_lib.dpsgd import features
+    from datalens_lib.dpsgd.features import ResNet18
+
+    rng = np.random.default_rng(0)
+    ds = ImageDataset(name="cifar10", x_train=rng.random((n_train, 3, 32, 32), np.float32),
+                      y_train=rng.integers(0, 10, n_train), x_test=rng.random(
+                          (n_test, 3, 32, 32), np.float32), y_test=rng.integers(0, 10, n_test),
+                      num_classes=10, class_names=tuple("abcdefghij"), source=tmp_path)
+    monkeypatch.setattr(data_mod, "load_dataset", lambda name, data_dir=None: ds)
+    torch.manual_seed(0)
+    w = tmp_path / features.WEIGHTS_NAME
+    torch.save(ResNet18(width=4).state_dict(), w)  # a tiny stand-in for the real weights
+    monkeypatch.setenv("DATALENS_RESNET18_WEIGHTS", str(w))
+    monkeypatch.setenv("DATALENS_RESULTS_ROOT", str(tmp_path / "results"))
+    return w
+
+
+def test_resnet18_weights_are_checked_before_use(tmp_path, monkeypatch):
+    from datalens_lib.dpsgd import features
+
+    monkeypatch.delenv("DATALENS_RESNET18_WEIGHTS", raising=False)
+    with pytest.raises(FileNotFoundError, match=features.WEIGHTS_NAME):
+        features.resolve_weights()
+    w = _fake_cifar(monkeypatch, tmp_path)
+    with pytest.raises(ValueError, match="SHA-256 starts with"):
+        features.resolve_weights()
+    monkeypatch.setattr(features, "SHA256_PREFIX", sha256_of(w)[:8])
+    model, sha = features.load_resnet18()
+    assert sha == sha256_of(w) and not any(p.requires_grad for p in model.parameters())
+
+
+def sha256_of(path):
+    from datalens_lib.samples import sha256_file
+
+    return sha256_file(path)
+
+
+def test_cifar10_dpsgd_path_on_fake_data_and_fake_weights(tmp_path, monkeypatch):
+    from datalens_lib.dpsgd import features
+    from datalens_lib.dpsgd.train import train_dpsgd
+
+    w = _fake_cifar(monkeypatch, tmp_path)
+    monkeypatch.setattr(features, "SHA256_PREFIX", sha256_of(w)[:8])
+    cfg = make_config("cifar10", 0.4, "normtopk", 0.7, "smoke", batch_size=16)
+    assert "cifar10 eps=0.4" in cfg.hyperparameter_source and cfg.sigma == 2.5
+    rec = train_dpsgd(cfg, seed=0, progress=False)
+    assert rec["features"]["dim"] == 32 and rec["features"]["weights_sha256"] == sha256_of(w)
+    assert rec["train_examples"] == 96 and rec["steps"] == 3 and 0 <= rec["final"] <= 1
+    caches = list((tmp_path / "results" / "runs" / "features").glob("cifar10-resnet18-*.npz"))
+    assert len(caches) == 1
+    again = train_dpsgd(cfg, seed=0, progress=False)  # from the cache: the same run
+    assert again["evaluations"] == rec["evaluations"]

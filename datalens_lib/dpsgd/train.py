@@ -49,7 +49,7 @@ from ..results import PAPER_DIR
 
 METHODS = ("normtopk", "dimtopk", "gmdp", "sgd")
 #: training-set sizes (the sample rate q = B / n must be known before loading the data)
-TRAIN_SIZES = {"mnist": 60_000, "fashion-mnist": 60_000}
+TRAIN_SIZES = {"mnist": 60_000, "fashion-mnist": 60_000, "cifar10": 50_000}
 
 
 def train_size(dataset: str, limit: int | None = None) -> int:
@@ -156,12 +156,41 @@ def paper_hyperparameters(dataset: str, epsilon: float, method: str, k: float
             + ("" if near == epsilon else f" (nearest searched budget to {epsilon:g})")}
 
 
-def _tensors(dataset: str, limit: int | None, train: bool, data_dir=None):
-    ds = load_dataset(dataset, data_dir)
-    x, y = (ds.x_train, ds.y_train) if train else (ds.x_test, ds.y_test)
-    x, y = x[:limit], y[:limit]
-    return torch.from_numpy((np.asarray(x, np.float32) - MNIST_MEAN) / MNIST_STD), \
-        torch.from_numpy(np.asarray(y, np.int64))
+def _data(cfg: DPSGDConfig, data_dir=None) -> tuple[dict[str, torch.Tensor], Any,
+                                                     dict[str, Any]]:
+    """Train/test tensors, a factory of the model to train and what the record says about
+    them: MNIST and
+    Fashion-MNIST images through the Opacus MNIST CNN, or CIFAR-10 through frozen ResNet-18
+    features (:mod:`.features`; the user's weights) and a linear head."""
+    if cfg.dataset == "cifar10":
+        from .features import cached_features, load_resnet18
+
+        f = cached_features("cifar10", data_dir=data_dir)
+        _, sha = load_resnet18()
+        x = {"train": f["x_train"], "test": f["x_test"]}
+        y = {"train": f["y_train"], "test": f["y_test"]}
+        dim = x["train"].shape[1]
+
+        def model() -> nn.Module:
+            return nn.Linear(dim, 10)
+        info = {"model": "linear head on frozen ImageNet ResNet-18 features",
+                "features": {"network": "resnet18", "weights_sha256": sha,
+                             "dim": int(x["train"].shape[1])}}
+    else:
+        ds = load_dataset(cfg.dataset, data_dir)
+        x = {"train": (np.asarray(ds.x_train, np.float32) - MNIST_MEAN) / MNIST_STD,
+             "test": (np.asarray(ds.x_test, np.float32) - MNIST_MEAN) / MNIST_STD}
+        y = {"train": ds.y_train, "test": ds.y_test}
+        classes = ds.num_classes
+
+        def model() -> nn.Module:
+            return OpacusMNISTCNN(classes)
+        info = {"model": "Opacus MNIST CNN (26,010 parameters)"}
+    lim = {"train": cfg.train_limit, "test": cfg.test_limit}
+    t = {f"{a}_{s}": torch.from_numpy(np.asarray(v[s][: lim[s]], np.float32 if a == "x"
+                                                 else np.int64))
+         for a, v in (("x", x), ("y", y)) for s in ("train", "test")}
+    return t, model, info
 
 
 @torch.no_grad()
@@ -183,8 +212,8 @@ def train_dpsgd(cfg: DPSGDConfig, *, seed: int = 0, data_dir=None,
 
     from .optimizer import TopAggDPOptimizer
 
-    xtr, ytr = _tensors(cfg.dataset, cfg.train_limit, True, data_dir)
-    xte, yte = _tensors(cfg.dataset, cfg.test_limit, False, data_dir)
+    t, make_model, info = _data(cfg, data_dir)
+    xtr, ytr, xte, yte = t["x_train"], t["y_train"], t["x_test"], t["y_test"]
     n = len(xtr)
     q = cfg.batch_size / n
     if q > 1:
@@ -195,7 +224,7 @@ def train_dpsgd(cfg: DPSGDConfig, *, seed: int = 0, data_dir=None,
     if steps == 0:
         raise ValueError(f"not one step fits epsilon = {cfg.epsilon} with sigma = {cfg.sigma}")
     torch.manual_seed(seed)
-    model = GradSampleModule(OpacusMNISTCNN())
+    model = GradSampleModule(make_model())
     sample_gen = torch.Generator().manual_seed(seed + 1)
     noise_gen = torch.Generator().manual_seed(seed + 2)
     loader = DPDataLoader.from_data_loader(
@@ -236,7 +265,7 @@ def train_dpsgd(cfg: DPSGDConfig, *, seed: int = 0, data_dir=None,
     bar.close()
     seconds = time.perf_counter() - t0
     accs = [a for _, a in evals]
-    rec = {"config": cfg.to_dict(), "seed": seed, "steps": steps, "sample_rate": q,
+    rec = {"config": cfg.to_dict(), "seed": seed, "steps": steps, "sample_rate": q, **info,
            "train_examples": n, "test_examples": len(xte),
            "final": accs[-1], "best": max(accs), "evaluations": evals,
            "train_seconds": seconds, "seconds_per_step": seconds / steps,
