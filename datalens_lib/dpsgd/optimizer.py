@@ -21,9 +21,17 @@ Opacus's own code, so k = 1 *is* GM-DP (Opacus DP-SGD), bit for bit.
 
 Per-layer scope keeps a fraction k of each layer's squared norm: sum_l k ||g_l||^2 = k ||g||^2,
 so its sensitivity is the same sqrt(k) C.
+
+On the compression path (k < 1) an example whose gradient has a non-finite norm contributes
+zero, and the re-clip leaves every row at most the sensitivity in float64 terms. As in Opacus's
+default (``secure_mode=False``) the noise comes from a seeded, non-cryptographic generator:
+the guarantee holds up to floating-point and PRNG attacks; pass ``secure_mode=True`` for
+Opacus's hardened sampler.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from opacus.optimizers import DPOptimizer
@@ -49,10 +57,11 @@ class TopAggDPOptimizer(DPOptimizer):
                              f"{selection!r}")
         if scope not in SCOPES:
             raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
-        if not max_grad_norm > 0:
-            raise ValueError(f"max_grad_norm must be > 0, got {max_grad_norm!r}")
-        if not noise_multiplier >= 0:
-            raise ValueError(f"noise_multiplier must be >= 0, got {noise_multiplier!r}")
+        if not (0 < max_grad_norm < math.inf):
+            raise ValueError(f"max_grad_norm must be finite and > 0, got {max_grad_norm!r}")
+        if not (0 <= noise_multiplier < math.inf):
+            raise ValueError(f"noise_multiplier must be finite and >= 0, got "
+                             f"{noise_multiplier!r}")
         self.k, self.selection, self.scope = _check_k(k), selection, scope
         super().__init__(optimizer, noise_multiplier=noise_multiplier,
                          max_grad_norm=max_grad_norm, expected_batch_size=expected_batch_size,
@@ -71,10 +80,16 @@ class TopAggDPOptimizer(DPOptimizer):
         """Clip each example's gradient to C (Opacus's factor), compress it, and guard its norm
         at the sensitivity; ``grads``: per-parameter [B, ...], returns per-parameter [B, d_p]."""
         b = len(grads[0])
-        flat = [g.reshape(b, -1).to(p.dtype) for g, p in zip(grads, self.params, strict=True)]
+        flat = [g.reshape(b, p.numel()).to(p.dtype)  # (b, numel): b = 0 is an empty batch
+                for g, p in zip(grads, self.params, strict=True)]
         if not b:
             return flat
         norms = torch.stack([f.norm(2, dim=1) for f in flat], dim=1).norm(2, dim=1)
+        # an example whose gradient is not finite contributes zero (a data-independent rule:
+        # a NaN row would otherwise make the whole release NaN, unbounded sensitivity)
+        finite = torch.isfinite(norms)
+        flat = [torch.where(finite[:, None], f, torch.zeros_like(f)) for f in flat]
+        norms = torch.where(finite, norms, torch.zeros_like(norms))
         factor = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
         flat = [f * factor[:, None] for f in flat]
         if not self.compresses:
@@ -85,10 +100,11 @@ class TopAggDPOptimizer(DPOptimizer):
             flat = list(torch.split(compress(torch.cat(flat, 1), self.k), sizes, dim=1))
         else:
             flat = [compress(f, self.k) for f in flat]
-        # guard: no processed row may exceed the stated sensitivity (float rounding)
-        out = torch.stack([f.norm(2, dim=1) for f in flat], dim=1).norm(2, dim=1)
-        guard = (self.sensitivity / (out + 1e-12)).clamp(max=1.0)
-        return [f * guard[:, None] for f in flat]
+        # guard against float rounding: norms in float64, and a margin (1e-6 relative) larger
+        # than float32's rounding of the rescaled row, so no row ends above the sensitivity
+        out = torch.stack([f.double().norm(2, dim=1) for f in flat], dim=1).norm(2, dim=1)
+        guard = (self.sensitivity * (1 - 1e-6) / out.clamp(min=1e-300)).clamp(max=1.0)
+        return [f * guard.to(f.dtype)[:, None] for f in flat]
 
     def clip_and_accumulate(self) -> None:
         if not self.compresses:

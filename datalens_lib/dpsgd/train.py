@@ -107,6 +107,8 @@ class DPSGDConfig:
             raise ValueError(f"{self.method} is k = 1; use method normtopk for k < 1")
         if self.method in ("normtopk", "dimtopk") and self.k >= 1:
             raise ValueError(f"{self.method} needs k < 1 (k = 1 is gmdp)")
+        if not (0 < self.delta < 1):
+            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
         if not (self.epsilon > 0):
             raise ValueError(f"epsilon must be > 0 (inf for no privacy), got {self.epsilon}")
         if self.method == "sgd" and math.isfinite(self.epsilon):
@@ -211,7 +213,7 @@ def train_dpsgd(cfg: DPSGDConfig, *, seed: int = 0, data_dir=None,
     from opacus import GradSampleModule
     from opacus.accountants import RDPAccountant
     from opacus.data_loader import DPDataLoader
-    from torch.utils.data import DataLoader, TensorDataset
+    from torch.utils.data import TensorDataset
 
     from .optimizer import TopAggDPOptimizer
 
@@ -222,17 +224,27 @@ def train_dpsgd(cfg: DPSGDConfig, *, seed: int = 0, data_dir=None,
     if q > 1:
         raise ValueError(f"batch_size {cfg.batch_size} exceeds the {n} training examples")
     private = math.isfinite(cfg.epsilon)  # ε = ∞: clipping and compression, no noise
+    if private and cfg.delta >= 1 / n:
+        raise ValueError(f"delta = {cfg.delta} is not below 1/n = {1 / n:.3g}: no meaningful "
+                         "guarantee")
     steps = cfg.steps if cfg.steps is not None else dpsgd_steps_for_budget(
         cfg.epsilon, q, cfg.sigma, cfg.delta, "paper")
     if steps == 0:
         raise ValueError(f"not one step fits epsilon = {cfg.epsilon} with sigma = {cfg.sigma}")
+    if private and cfg.steps is not None:  # a fixed T must still fit the stated budget
+        spent = dpsgd_epsilon(steps, q, cfg.sigma, cfg.delta, "paper")
+        if spent > cfg.epsilon * (1 + 1e-9):
+            raise ValueError(f"{steps} steps spend epsilon = {spent:.4g} > {cfg.epsilon} "
+                             "(paper ledger); lower steps or raise sigma")
     torch.manual_seed(seed)
     model = GradSampleModule(make_model())
     sample_gen = torch.Generator().manual_seed(seed + 1)
     noise_gen = torch.Generator().manual_seed(seed + 2)
-    loader = DPDataLoader.from_data_loader(
-        DataLoader(TensorDataset(xtr, ytr), batch_size=cfg.batch_size),
-        generator=sample_gen)
+    # Poisson sampling at exactly the accounted rate q = B / n (``from_data_loader`` would use
+    # 1 / ceil(n / B), a slightly smaller rate than the one accounted)
+    loader = DPDataLoader(TensorDataset(xtr, ytr), sample_rate=q, generator=sample_gen)
+    if loader.sample_rate != q:
+        raise RuntimeError(f"the loader samples at {loader.sample_rate}, not q = {q}")
     k = cfg.k
     opt = TopAggDPOptimizer(torch.optim.SGD(model.parameters(), lr=cfg.lr),
                             noise_multiplier=cfg.sigma if private else 0.0,
@@ -282,8 +294,11 @@ def train_dpsgd(cfg: DPSGDConfig, *, seed: int = 0, data_dir=None,
     if private:
         rec["epsilon"] = dpsgd_ledgers(steps, q, cfg.sigma, cfg.delta)
         rec["epsilon"]["opacus_hook_rdp"] = float(accountant.get_epsilon(cfg.delta))
-        rec["privacy"]["dp_guarantee"] = ("every ledger is a data-independent DP guarantee; "
-                                          "prv is the tightest")
+        rec["privacy"]["dp_guarantee"] = (
+            "every ledger is a data-independent DP guarantee (prv and pld are the tightest), "
+            "up to floating-point and PRNG attacks (secure_mode off, as Opacus's default); "
+            "the hyper-parameters come from the paper's search on the private data, whose "
+            "privacy cost no ledger includes")
     else:
         rec["epsilon"] = None
         rec["privacy"]["dp_guarantee"] = "none (no noise)"
@@ -296,8 +311,9 @@ PROFILES = ("smoke", "paper")
 def make_config(dataset: str, epsilon: float, method: str, k: float, profile: str,
                 **overrides: Any) -> DPSGDConfig:
     """The config of one cell: ``paper`` takes C, σ, B, lr from ``tab:dpsgd-search``
-    (:func:`paper_hyperparameters`); ``smoke`` shrinks the data and runs 3 steps (a pipeline
-    check). ``overrides`` win over both (their names are checked by the dataclass)."""
+    (:func:`paper_hyperparameters`); ``smoke`` shrinks the data, runs 3 steps and raises σ
+    until they fit the budget (a pipeline check). ``overrides`` win over both (their names
+    are checked by the dataclass)."""
     choice("profile", profile, PROFILES)
     choice("method", method, METHODS)
     k = 1.0 if method == "gmdp" else k
@@ -317,6 +333,11 @@ def make_config(dataset: str, epsilon: float, method: str, k: float, profile: st
     unknown = set(base) - fields
     if unknown:
         raise ValueError(f"unknown DP-SGD setting(s) {sorted(unknown)}; known: {sorted(fields)}")
+    if profile == "smoke" and math.isfinite(epsilon) and "sigma" not in overrides:
+        # the smoke data is small (q = B / 2048): raise σ until its 3 steps fit the budget
+        q = base["batch_size"] / train_size(dataset, base["train_limit"])
+        while dpsgd_epsilon(base["steps"], q, base["sigma"], base.get("delta", 1e-5)) > epsilon:
+            base["sigma"] *= 1.25
     return DPSGDConfig(**base)
 
 
@@ -346,10 +367,13 @@ def run_cell(dataset: str, epsilon: float, method: str, k: float, profile: str, 
     skipped) and write and return their ``summary.json``. ``cfg``/``cell``: a ready config
     and its folder name (the control scenarios)."""
     from ..provenance import atomic_write_json, provenance, runs_root
+    from ..store import params_hash
 
     cfg = cfg or make_config(dataset, epsilon, method, k, profile, **overrides)
     cell = cell or cell_name(method, cfg.k, epsilon)
-    out = Path(out) if out else runs_root() / "dpsgd" / dataset / cell / profile
+    # default folder named by the config's hash: a changed setting never meets old records
+    out = Path(out) if out else (runs_root() / "dpsgd" / dataset / cell
+                                 / f"{profile}-{params_hash(cfg.to_dict())}")
     out.mkdir(parents=True, exist_ok=True)
     records = []
     for seed in seeds:
@@ -424,12 +448,11 @@ def run_control(dataset: str, epsilon: float, k: float, profile: str, *, seeds: 
                 **overrides: Any) -> dict[str, dict[str, Any]]:
     """All ``tab:control`` scenarios (:func:`control_configs`), each a cell
     ``control-k<k>-eps<e>-<scenario>``; returns their summaries by scenario."""
-    from ..provenance import runs_root
 
     res = {}
     for name, cfg in control_configs(dataset, epsilon, k, profile, **overrides).items():
         cell = f"control-k{k:g}-eps{epsilon:g}-{name.lower().replace(' ', '-')}"
-        folder = (Path(out) / cell) if out else runs_root() / "dpsgd" / dataset / cell / profile
         res[name] = run_cell(dataset, epsilon, cfg.method, cfg.k, profile, seeds=seeds,
-                             out=folder, progress=progress, cfg=cfg, cell=cell)
+                             out=(Path(out) / cell) if out else None, progress=progress,
+                             cfg=cfg, cell=cell)
     return res

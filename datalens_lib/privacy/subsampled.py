@@ -24,7 +24,6 @@ Ledgers (all data-independent, all sound; they differ in tightness):
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import dp_accounting
@@ -85,9 +84,7 @@ def dpsgd_steps_for_budget(epsilon: float, q: float, sigma: float, delta: float,
                            ledger: str = "paper", upper_limit: int = 10**7) -> int:
     """Largest number of steps T whose ε (under ``ledger``) stays within ``epsilon``; the
     paper sets T by the budget ("determined by the corresponding privacy budget")."""
-    epsilon = positive_float("epsilon", epsilon)
-    if math.isinf(epsilon):
-        raise ValueError("epsilon = inf has no step limit: give the number of steps")
+    epsilon = positive_float("epsilon", epsilon)  # finite: ε = ∞ has no step limit
     q, sigma, delta, ledger = _check(q, sigma, delta, ledger)
     return _largest_within(lambda t: dpsgd_epsilon(t, q, sigma, delta, ledger), epsilon,
                            upper_limit)
