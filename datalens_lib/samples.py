@@ -16,6 +16,7 @@ SHA-256 of the written file and of the source file, so anyone can check or redra
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,26 @@ def sha256_file(path: str | Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def user_file(path: str | Path | None, *, env: str, name: str, url: str, sha256_prefix: str,
+              needed_for: str) -> tuple[Path, str]:
+    """A file the user must supply (weights that cannot be downloaded here): ``path``, else
+    ``$env``; it must exist and its SHA-256 must start with ``sha256_prefix`` (torch.hub's
+    naming convention). Returns the path and its SHA-256; otherwise a clear error that names
+    the file to supply and where it comes from."""
+    path = path or os.environ.get(env)
+    if not path:
+        raise FileNotFoundError(f"{needed_for} need(s) the file {name} ({url}), passed as an "
+                                f"argument or ${env}")
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{name} not found at {p}; supply it ({url})")
+    sha = sha256_file(p)
+    if not sha.startswith(sha256_prefix):
+        raise ValueError(f"{p} is not {name}: its SHA-256 starts with {sha[:8]}, expected "
+                         f"{sha256_prefix} ({url})")
+    return p, sha
 
 
 def check_images(x: np.ndarray, y: np.ndarray, *, shape: tuple[int, int, int] | None = None,

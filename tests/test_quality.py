@@ -204,7 +204,7 @@ def test_inception_weights_errors_name_the_file(tmp_path, monkeypatch):
         inception.resolve_weights(fake)
     monkeypatch.setenv("DATALENS_INCEPTION_WEIGHTS", str(fake))
     monkeypatch.setattr(inception, "SHA256_PREFIX", sha256_file(fake)[:8])
-    assert inception.resolve_weights(None) == fake
+    assert inception.resolve_weights(None) == (fake, sha256_file(fake))
 
 
 # ------------------------------------------------------------------------------ the CLI

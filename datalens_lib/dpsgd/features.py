@@ -22,7 +22,6 @@ head with DP-SGD on them keeps DP-SGD's guarantee for the image data.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,7 @@ from torch import nn
 from tqdm import tqdm
 
 from ..provenance import atomic_save, runs_root
-from ..samples import sha256_file
+from ..samples import user_file
 
 WEIGHTS_NAME = "resnet18-f37072fd.pth"
 WEIGHTS_URL = "https://download.pytorch.org/models/" + WEIGHTS_NAME
@@ -85,33 +84,22 @@ class ResNet18(nn.Module):
         return self.fc(self.features(x))
 
 
-def resolve_weights(weights: str | Path | None = None) -> Path:
-    """The checked ResNet-18 weights file (module doc)."""
-    weights = weights or os.environ.get("DATALENS_RESNET18_WEIGHTS")
-    if not weights:
-        raise FileNotFoundError(
-            f"the CIFAR-10 DP-SGD runs need torchvision's ImageNet ResNet-18 weights "
-            f"{WEIGHTS_NAME} ({WEIGHTS_URL}), passed as weights= or DATALENS_RESNET18_WEIGHTS")
-    path = Path(weights)
-    if not path.is_file():
-        raise FileNotFoundError(f"ResNet-18 weights not found at {path}; supply {WEIGHTS_NAME} "
-                                f"({WEIGHTS_URL})")
-    sha = sha256_file(path)
-    if not sha.startswith(SHA256_PREFIX):
-        raise ValueError(f"{path} is not {WEIGHTS_NAME}: its SHA-256 starts with {sha[:8]}, "
-                         f"expected {SHA256_PREFIX}")
-    return path
+def resolve_weights(weights: str | Path | None = None) -> tuple[Path, str]:
+    """The checked ResNet-18 weights file and its SHA-256 (module doc)."""
+    return user_file(weights, env="DATALENS_RESNET18_WEIGHTS", name=WEIGHTS_NAME,
+                     url=WEIGHTS_URL, sha256_prefix=SHA256_PREFIX,
+                     needed_for="the CIFAR-10 DP-SGD runs (ImageNet ResNet-18)")
 
 
 def load_resnet18(weights: str | Path | None = None) -> tuple[ResNet18, str]:
     """The frozen network (eval mode, no gradients) and its weights' SHA-256."""
-    path = resolve_weights(weights)
+    path, sha = resolve_weights(weights)
     state = torch.load(path, map_location="cpu", weights_only=True)
     width = state["conv1.weight"].shape[0]
     model = ResNet18(state["fc.weight"].shape[0], width)
     model.load_state_dict(state)
     model.eval().requires_grad_(False)
-    return model, sha256_file(path)
+    return model, sha
 
 
 @torch.no_grad()
@@ -132,13 +120,13 @@ def extract_features(model: ResNet18, x: np.ndarray, *, size: int = 224, batch: 
 
 
 def cached_features(dataset: str, *, weights: str | Path | None = None, size: int = 224,
-                    cache_dir: Path | None = None, data_dir=None, progress: bool = True
-                    ) -> dict[str, np.ndarray]:
+                    cache_dir: Path | None = None, data_dir=None, progress: bool = True,
+                    loaded: tuple[ResNet18, str] | None = None) -> dict[str, np.ndarray]:
     """``x_train``, ``y_train``, ``x_test``, ``y_test`` as features, from the cache
     ``<runs>/features/<dataset>-resnet18-<sha12>-<size>px.npz`` or computed and cached."""
     from ..data import load_dataset
 
-    model, sha = load_resnet18(weights)
+    model, sha = loaded or load_resnet18(weights)  # ``loaded``: a network already checked
     cache = (cache_dir or runs_root() / "features") / f"{dataset}-resnet18-{sha[:12]}-{size}px.npz"
     if cache.exists():
         with np.load(cache) as f:

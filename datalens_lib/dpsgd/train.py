@@ -170,8 +170,8 @@ def _data(cfg: DPSGDConfig, data_dir=None) -> tuple[dict[str, torch.Tensor], Any
     if cfg.dataset == "cifar10":
         from .features import cached_features, load_resnet18
 
-        f = cached_features("cifar10", data_dir=data_dir)
-        _, sha = load_resnet18()
+        net, sha = load_resnet18()  # loaded and hashed once
+        f = cached_features("cifar10", data_dir=data_dir, loaded=(net, sha))
         x = {"train": f["x_train"], "test": f["x_test"]}
         y = {"train": f["y_train"], "test": f["y_test"]}
         dim = x["train"].shape[1]

@@ -15,13 +15,12 @@ are repeated to three channels, as torch-fidelity and the paper's references do.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..samples import check_images, sha256_file, to_uint8
+from ..samples import check_images, to_uint8, user_file
 from .scores import frechet_distance, gaussian_stats
 
 WEIGHTS_NAME = "weights-inception-2015-12-05-6726825d.pth"
@@ -30,24 +29,11 @@ WEIGHTS_URL = ("https://github.com/toshas/torch-fidelity/releases/download/v0.2.
 SHA256_PREFIX = "6726825d"
 
 
-def resolve_weights(weights: str | Path | None = None) -> Path:
-    """The checked Inception weights file (module doc); ``FileNotFoundError`` / ``ValueError``
-    with what to supply otherwise."""
-    weights = weights or os.environ.get("DATALENS_INCEPTION_WEIGHTS")
-    if not weights:
-        raise FileNotFoundError(
-            f"Inception-based IS/FID need the file {WEIGHTS_NAME} (download it from "
-            f"{WEIGHTS_URL} on a machine with internet) passed as weights= or "
-            "DATALENS_INCEPTION_WEIGHTS")
-    path = Path(weights)
-    if not path.is_file():
-        raise FileNotFoundError(f"Inception weights not found at {path}; supply {WEIGHTS_NAME} "
-                                f"({WEIGHTS_URL})")
-    sha = sha256_file(path)
-    if not sha.startswith(SHA256_PREFIX):
-        raise ValueError(f"{path} is not {WEIGHTS_NAME}: its SHA-256 starts with {sha[:8]}, "
-                         f"expected {SHA256_PREFIX} ({WEIGHTS_URL})")
-    return path
+def resolve_weights(weights: str | Path | None = None) -> tuple[Path, str]:
+    """The checked Inception weights file and its SHA-256 (module doc)."""
+    return user_file(weights, env="DATALENS_INCEPTION_WEIGHTS", name=WEIGHTS_NAME,
+                     url=WEIGHTS_URL, sha256_prefix=SHA256_PREFIX,
+                     needed_for="Inception-based IS/FID")
 
 
 def _extractor(path: Path):
@@ -79,7 +65,7 @@ def _features(extractor, x: np.ndarray, batch_size: int) -> tuple[np.ndarray, np
 def inception_scores(x: np.ndarray, real_x: np.ndarray, *, weights: str | Path | None = None,
                      splits: int = 10, batch_size: int = 200) -> dict[str, Any]:
     """Inception IS of ``x`` and Inception FID of ``x`` against ``real_x`` (module doc)."""
-    path = resolve_weights(weights)
+    path, sha = resolve_weights(weights)
     x, _ = check_images(x, np.zeros(len(x), np.int64), where="images")
     real_x, _ = check_images(real_x, np.zeros(len(real_x), np.int64), where="real images")
     ext = _extractor(path)
@@ -91,4 +77,4 @@ def inception_scores(x: np.ndarray, real_x: np.ndarray, *, weights: str | Path |
     return {"n": len(x), "inception_is": isc["inception_score_mean"],
             "inception_is_std": isc["inception_score_std"],
             "inception_fid": frechet_distance(*gaussian_stats(f), *gaussian_stats(fr)),
-            "weights_sha256": sha256_file(path)}
+            "weights_sha256": sha}
