@@ -297,7 +297,7 @@ def _cmd_dpsgd(args: argparse.Namespace) -> int:
     over = {}
     for kv in args.set or []:
         key, _, val = kv.partition("=")
-        over[key] = json.loads(val)
+        over[key] = _parse_value(val)  # as `train --set`: JSON, else the plain string
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     if args.control:
         from .dpsgd.train import run_control
