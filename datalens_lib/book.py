@@ -35,6 +35,25 @@ def smoke_overrides(config: str, epsilon: float) -> dict[str, Any]:
             "sigma": topagg_sigma_for_queries(SMOKE_QUERIES, epsilon, cfg.k, cfg.delta)}
 
 
+def smoke_aggregator_overrides(config: str, aggregator: str) -> dict[str, Any]:
+    """At the smoke profile, an aggregator other than TopAgg gets the sigma at which its
+    stopping (``paper``) ledger again allows 3 steps: a pipeline check of every compressor
+    (its charged sensitivity times the noise multiplier that 90 queries need)."""
+    from .aggregation import make_aggregator
+    from .data import get_spec
+
+    cfg = load_config(config, "smoke", aggregator=aggregator)
+    if aggregator == "topagg":
+        return {}
+    d = 1
+    for n in get_spec(cfg.dataset).shape:
+        d *= n
+    # TopAgg with k = 1 has sensitivity 2: its sigma / 2 is the multiplier 90 queries need
+    z = topagg_sigma_for_queries(SMOKE_QUERIES, cfg.epsilon, 1, cfg.delta) / 2.0
+    charged = make_aggregator(cfg).charged_sensitivity(d, cfg.teachers)
+    return {"aggregator": aggregator, "sigma": z * charged * (1 + 1e-9)}
+
+
 # DataLens records written before the harness named their DP guarantee
 _DATALENS_GUARANTEE = ("epsilon under paper, rdp and pld (data-independent conversions of the "
                        "same ledger); data_dependent is not a DP release")
@@ -214,6 +233,49 @@ def committed_match(config: str, overrides: dict[str, Any] | None = None,
         if all(have.get(k) == v for k, v in want.items() if k not in ignore):
             return s
     return None
+
+
+#: ``tab:compression``'s method names for our aggregators (variants the paper did not run: none)
+PAPER_COMPRESSOR = {"topagg": "TopAgg", "d2pfed-coded": "D2P-Fed", "fetchsgd-coded": "FetchSGD"}
+
+
+def compression_ledgers(config: str, profile: str = "paper") -> pd.DataFrame:
+    """Per aggregator (``aggregation.AGGREGATORS``) at ``config``'s settings: its sound L2
+    sensitivity, the one the official code charges, the generator steps the stopping ledger
+    (the config's ``conversion``) allows, and the sound epsilon (rdp) those steps cost --
+    computed from the aggregators' own code, no training."""
+    from .aggregation import AGGREGATORS, make_aggregator
+    from .data import load_dataset
+    from .datalens import compressor_accountant, expected_steps
+    from .privacy import TopAggAccountant
+
+    base = load_config(config, profile)
+    d = 1
+    for n in get_spec(base.dataset).shape:
+        d *= n
+    n_train = base.train_limit or len(load_dataset(base.dataset).y_train)
+    batch = min(base.batch_cap, n_train // base.teachers)  # B, as in datalens.DataLens
+    rows = []
+    for name in AGGREGATORS:
+        cfg = base.with_overrides(aggregator=name)
+        agg = make_aggregator(cfg)
+        steps = expected_steps(cfg, batch, d)
+        if name == "topagg":
+            acc = TopAggAccountant(cfg.k, cfg.sigma, cfg.delta)
+            acc.add_queries(steps * batch)
+            sound_eps, charged_ok = acc.epsilon("rdp"), True
+        else:
+            acc = compressor_accountant(cfg, d)
+            acc.add_queries(steps * batch)
+            sound_eps, charged_ok = acc.epsilon("rdp"), acc.sound_charge
+        rows.append({"aggregator": name, "paper_method": PAPER_COMPRESSOR.get(name),
+                     "sensitivity": agg.sensitivity(d, cfg.teachers),
+                     "charged_sensitivity": agg.charged_sensitivity(d, cfg.teachers),
+                     "noise_multiplier": agg.noise_multiplier(d, cfg.teachers),
+                     "steps": steps, "queries": steps * batch,
+                     "epsilon_paper_ledger": acc.epsilon("paper"),
+                     "epsilon_sound_rdp": sound_eps, "paper_ledger_is_dp": charged_ok})
+    return pd.DataFrame(rows)
 
 
 def compute_label(rec: dict[str, Any]) -> str:

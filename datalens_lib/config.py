@@ -59,6 +59,13 @@ class TrainConfig:
     # master weights and Adam; see ensemble.TeacherEnsemble), its effect measured in T6
     compute_dtype: str = "float32"
     data_dependent: bool = True  # also track the data-dependent bound (not a DP release)
+    # the private aggregator (tab:compression; aggregation.base.AGGREGATORS): TopAgg, or
+    # D2P-Fed / FetchSGD as the official code runs them ("-coded") or made faithful / sound
+    aggregator: str = "topagg"
+    levels: int = 4  # D2P-Fed's quantisation levels (official --klevel)
+    sketch_rows: int = 20  # FetchSGD's Count-Sketch (official: csvec r = 20, c = 10,000,
+    sketch_cols: int = 10_000  # hash seed 42)
+    sketch_seed: int = 42
     eval_epochs: int = 600
     eval_lr: float = 2e-3
     eval_batch_size: int = 512
@@ -85,6 +92,16 @@ class TrainConfig:
         choice("moment_dtype", self.moment_dtype, ("float32", "bfloat16"))
         choice("compute_dtype", self.compute_dtype, ("float32", "bfloat16"))
         choice("teacher_fakes", self.teacher_fakes, ("per_teacher", "class_table"))
+        from .aggregation.base import AGGREGATORS
+
+        choice("aggregator", self.aggregator, AGGREGATORS)
+        positive_int("levels", self.levels, minimum=2)
+        positive_int("sketch_rows", self.sketch_rows)
+        positive_int("sketch_cols", self.sketch_cols)
+        positive_int("sketch_seed", self.sketch_seed, minimum=0)
+        if self.aggregator != "topagg" and not (self.stochastic and self.threshold):
+            raise ValueError("the stochastic=False and threshold=False ablations are TopAgg's "
+                             f"(tab:components); aggregator {self.aggregator!r} has neither")
         if self.max_steps is not None:
             positive_int("max_steps", self.max_steps)
         if self.train_limit is not None:

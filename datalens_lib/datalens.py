@@ -34,13 +34,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .aggregation import noisy_threshold, vote_sum
+from .aggregation import make_aggregator
 from .config import TrainConfig
 from .data import load_dataset, partition
 from .ensemble import TeacherEnsemble, split_shapes
 from .methods.harness import Run
 from .models import Generator
 from .privacy import TopAggAccountant, topagg_max_queries
+from .privacy.gaussian import CompressorAccountant
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -93,10 +94,26 @@ def check_ensemble_memory(cfg: TrainConfig, shape: tuple[int, int, int], y_dim: 
                          f"GiB is free on {device}.{hint}")
 
 
-def expected_steps(cfg: TrainConfig, batch: int) -> int:
-    """Generator steps the privacy budget allows (capped by ``max_steps``): B queries each."""
-    steps = topagg_max_queries(cfg.epsilon, cfg.k, cfg.sigma, cfg.delta, cfg.conversion) // batch
+def expected_steps(cfg: TrainConfig, batch: int, d: int | None = None) -> int:
+    """Generator steps the privacy budget allows (capped by ``max_steps``): B queries each.
+    Aggregators other than TopAgg need the gradient dimension ``d`` (their sensitivity
+    depends on it)."""
+    if cfg.aggregator == "topagg":
+        queries = topagg_max_queries(cfg.epsilon, cfg.k, cfg.sigma, cfg.delta, cfg.conversion)
+    else:
+        if d is None:
+            raise ValueError(f"aggregator {cfg.aggregator!r} needs the gradient dimension d")
+        queries = compressor_accountant(cfg, d).max_queries(cfg.epsilon, cfg.conversion)
+    steps = queries // batch
     return steps if cfg.max_steps is None else min(steps, cfg.max_steps)
+
+
+def compressor_accountant(cfg: TrainConfig, d: int) -> CompressorAccountant:
+    """The ledgers of a non-TopAgg aggregator (``aggregation.base``): its official charge
+    (``paper``) and its sound sensitivity (``rdp``, ``pld``)."""
+    agg = make_aggregator(cfg)
+    return CompressorAccountant(agg.noise_multiplier(d, cfg.teachers, charged=True),
+                                agg.noise_multiplier(d, cfg.teachers), cfg.delta)
 
 
 def student_loss(x: torch.Tensor, g_bar: torch.Tensor, gamma: float) -> torch.Tensor:
@@ -164,6 +181,8 @@ class DataLens:
         self.per_teacher = self.parts.shape[1]
         self.batch = min(cfg.batch_cap, self.per_teacher)
         self.batches_per_epoch = self.per_teacher // self.batch
+        # the private aggregator (G-PATE's harness method has its own, see methods.gpate)
+        self.agg = make_aggregator(cfg) if isinstance(cfg, TrainConfig) else None
         self.acc = self._make_accountant()
         if self.total_steps() == 0:  # refuse before the ensemble is allocated
             one = self.acc.epsilon_if(self.batch, cfg.conversion)
@@ -245,12 +264,12 @@ class DataLens:
         cfg = self.cfg
         y_q = torch.randint(0, self.y_dim, (self.batch,), generator=self.gen_cpu).to(self.device)
         x_q = self.G(z, self._onehot(y_q))
-        votes = torch.zeros(self.batch, self.d, device=self.device)
+        ctx = self.agg.context(self.d, self.gen_dev, self.device)
+        votes = None
         for sl in self.ens.slices():
-            grads = self.ens.query_gradients(sl, x_q, y_q)
-            votes += vote_sum(grads, cfg.k, cfg.c, self.gen_dev, cfg.normalize, cfg.stochastic)
-        out, noisy = noisy_threshold(votes, cfg.sigma, cfg.beta, cfg.teachers, self.gen_dev,
-                                     cfg.threshold)
+            part = self.agg.partial(self.ens.query_gradients(sl, x_q, y_q), ctx, self.gen_dev)
+            votes = part if votes is None else votes.add_(part)
+        out, noisy = self.agg.release(votes, ctx, cfg.teachers, self.gen_dev)
         # without thresholding the noisy sum is scaled to a mean vote (our choice; ablation only)
         g_bar = (out if cfg.threshold else noisy / cfg.teachers).to(x_q.dtype)
         loss = student_loss(x_q, g_bar.view_as(x_q), cfg.gamma)
@@ -258,7 +277,7 @@ class DataLens:
         loss.backward()
         self.g_opt.step()
         log_q = None
-        if cfg.data_dependent and cfg.threshold:
+        if self._tracks_data_dependent():
             log_q = self.acc.add_votes(votes.double().cpu().numpy(), cfg.beta, cfg.teachers)
         else:
             self.acc.add_queries(self.batch)
@@ -286,12 +305,17 @@ class DataLens:
         """Disjoint class-balanced teacher partitions (``data.partition``)."""
         return partition(y, self.cfg.teachers, self.seed)
 
-    def _make_accountant(self) -> TopAggAccountant:
-        """TopAgg's ledger (paper Theorem 3); G-PATE's harness method overrides this."""
-        return TopAggAccountant(self.cfg.k, self.cfg.sigma, self.cfg.delta)
+    def _make_accountant(self) -> TopAggAccountant | CompressorAccountant:
+        """TopAgg's ledger (paper Theorem 3), or a compressor's two ledgers
+        (``compressor_accountant``); G-PATE's harness method overrides this."""
+        if self.cfg.aggregator == "topagg":
+            return TopAggAccountant(self.cfg.k, self.cfg.sigma, self.cfg.delta)
+        return compressor_accountant(self.cfg, self.d)
 
     def _tracks_data_dependent(self) -> bool:
-        return self.cfg.data_dependent and self.cfg.threshold
+        """The data-dependent bound (Thms. 4-5) is TopAgg's, with its threshold."""
+        cfg = self.cfg
+        return cfg.data_dependent and cfg.threshold and cfg.aggregator == "topagg"
 
     def _data_dependent_epsilon(self) -> float:
         return self.acc.data_dependent_epsilon()
@@ -313,6 +337,8 @@ class DataLens:
         return self.acc.epsilon_if(self.batch, self.cfg.conversion)
 
     def epsilon_spent(self) -> dict[str, float]:
+        if isinstance(self.acc, CompressorAccountant):
+            return self.acc.ledgers()
         return {c: self.acc.epsilon(c) for c in ("paper", "rdp", "pld")}
 
     def generator_state(self) -> dict[str, torch.Tensor]:
@@ -326,7 +352,7 @@ class DataLens:
         return self.state.elapsed
 
     def total_steps(self) -> int:
-        return expected_steps(self.cfg, self.batch)
+        return expected_steps(self.cfg, self.batch, self.d)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -359,8 +385,8 @@ class DataLens:
     def record(self) -> dict[str, Any]:
         """DataLens's part of ``run.json`` (the harness adds the shared fields)."""
         cfg = self.cfg
-        eps = {c: self.acc.epsilon(c) for c in ("paper", "rdp", "pld")}
-        if cfg.data_dependent and cfg.threshold:
+        eps = self.epsilon_spent()
+        if self._tracks_data_dependent():
             eps["data_dependent"] = self.acc.data_dependent_epsilon()
         rec: dict[str, Any] = {
             "conversion": cfg.conversion, "epsilon": eps, "queries": self.acc.queries,
@@ -376,6 +402,10 @@ class DataLens:
                                         "conversions of the same ledger); data_dependent is "
                                         "not a DP release"},
         }
+        if cfg.aggregator != "topagg":
+            rec["privacy"] = {**self.agg.describe(self.d, cfg.teachers),
+                              "neighbouring": rec["privacy"]["neighbouring"],
+                              "z_charged": self.acc.z_charged, "z_sound": self.acc.z_sound}
         if cfg.compute_dtype == "bfloat16":
             rec["note_compute"] = ("teacher forward/backward passes in bfloat16 (opt-in; "
                                    "float32 master weights, Adam, BatchNorm statistics and "

@@ -167,11 +167,16 @@ def schedule_sensitivity(accs: list[float], lengths=(10, 30, 100, 300)) -> dict[
             for n in lengths if n <= len(accs)}
 
 
-def _eval_checkpoint(samples: Path, seed: int) -> Path:
+def _eval_checkpoint(samples: Path, seed: int, lr: float = 2e-3,
+                     limit: int | None = None) -> Path:
     """``.eval-seed<S>.ckpt`` beside ``samples.npz`` (the name earlier evaluations resume
-    from); other sample files (budget snapshots) get their own ``.eval-<stem>-seed<S>.ckpt``."""
+    from); other sample files (budget snapshots) get their own ``.eval-<stem>-seed<S>.ckpt``,
+    and evaluation variants (another learning rate than the book's 2e-3, the first ``limit``
+    samples) theirs, so that no variant overwrites another's checkpoint."""
     stem = "" if samples.name == "samples.npz" else f"{samples.stem}-"
-    return samples.parent / f".eval-{stem}seed{seed}.ckpt"
+    variant = (f"lr{lr:g}-" if lr != 2e-3 else "") + (
+        f"first{limit}-" if limit is not None else "")
+    return samples.parent / f".eval-{stem}{variant}seed{seed}.ckpt"
 
 
 def evaluate_samples(samples: str | Path, dataset: str, *, epochs: int = 600, lr: float = 2e-3,
@@ -188,8 +193,10 @@ def evaluate_samples(samples: str | Path, dataset: str, *, epochs: int = 600, lr
         x, y = x[:limit], y[:limit]
     res = train_classifier(x, y, ds.x_test, ds.y_test, ds.num_classes, epochs=epochs, lr=lr,
                            batch_size=batch_size, seed=seed, device=device, progress=progress,
-                           checkpoint=_eval_checkpoint(Path(samples), seed))
+                           checkpoint=_eval_checkpoint(Path(samples), seed, lr, limit))
     res["dataset"] = dataset
+    if limit is not None:
+        res["limit"] = limit  # only the first ``limit`` samples were used
     return res
 
 

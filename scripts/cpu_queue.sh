@@ -8,6 +8,8 @@
 #   bash scripts/cpu_queue.sh            # all jobs
 #   bash scripts/cpu_queue.sh 2          # only job 2 (1-based)
 #
+# "eval CONFIG/FOLDER NAME EPOCHS ARGS" evaluates a finished DataLens run again with other
+# evaluation settings (issue 12, item 3) and copies NAME beside its committed records.
 # DP-SGD jobs (issue 13) read "dpsgd METHOD K EPS SEEDS": records (one per seed, then the
 # summary) go to data/results/dpsgd/mnist/<cell>/paper/.
 # Jobs: method, config, results folder, evaluation epochs, then `datalens train --set`
@@ -30,6 +32,17 @@ JOBS=(
   "datalens mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
   "datalens mnist-eps1 paper-cpu-bf16 30 moment_dtype=bfloat16 chunk=12 compute_dtype=bfloat16"
   "dcgan mnist-epsinf cpu 30"
+  # issue 12: tab:compression (T5). D2P-Fed and the sound FetchSGD spend eps = 1 in 2-16
+  # generator steps (cheap); FetchSGD as coded takes TopAgg's 86 steps (~2.5 h)
+  "datalens mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
+  "datalens mnist-eps1 paper-cpu-d2pfed-paper 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-paper"
+  "datalens mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
+  "datalens fashion-mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
+  "datalens fashion-mnist-eps1 paper-cpu-d2pfed-paper 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-paper"
+  "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
+  "datalens mnist-eps1 paper-cpu-fetchsgd-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-coded"
+  # issue 12, item 3: evaluation variants of committed samples (G-PATE's MNIST lr 1e-3)
+  "eval mnist-eps1/paper-cpu-fast eval-30ep-lr0.001.json 30 --lr 1e-3"
   "dcgan fashion-mnist-epsinf cpu 30"
   # issue 13: tab:dpsgd-mnist at the budgets tab:dpsgd-search lists (5 seeds, ~5 min each)
   "dpsgd gmdp 1 1.0 5" "dpsgd normtopk 0.7 1.0 5" "dpsgd normtopk 0.6 1.0 5"
@@ -37,6 +50,11 @@ JOBS=(
   "dpsgd normtopk 0.6 0.2 5" "dpsgd normtopk 0.8 0.2 5" "dpsgd gmdp 1 0.05 5"
   "dpsgd normtopk 0.7 0.05 5" "dpsgd normtopk 0.6 0.05 5" "dpsgd normtopk 0.8 0.05 5"
   "datalens fashion-mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
+  # the official Fashion-MNIST evaluation reads the first 10k of the 100k rows
+  "eval fashion-mnist-eps1/paper-cpu-fast eval-30ep-first10000.json 30 --limit 10000"
+  "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-coded"
+  # issue 12, item 4: the paper text's eps = 10 settings (k = 350, sigma = 900; 118 steps)
+  "datalens mnist-eps10 paper-cpu-text-k350-s900 30 moment_dtype=bfloat16 chunk=12 k=350 sigma=900"
   "gpate mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12 +snap"
   "gpate fashion-mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12 +snap"
   "dpsgd-control 0.8 1 5" "dpsgd-control 0.8 0.1 5"
@@ -70,7 +88,19 @@ run_control() {  # dpsgd-control K EPS SEEDS: the five tab:control scenarios on 
   echo "[queue] dpsgd control k=$k eps=$eps: records copied under $dest"
 }
 
+run_eval() {  # eval CONFIG/FOLDER NAME EPOCHS ARGS...: an evaluation variant of a finished run
+  read -r _ rel name epochs args <<<"$1"
+  local out=runs/queue/$rel dest=data/results/datalens/$rel
+  if [[ -f $dest/$name ]]; then echo "[queue] eval $rel/$name: already committed, skipped"; return; fi
+  echo "[queue] eval $rel/$name ($epochs epochs $args)"
+  # shellcheck disable=SC2086
+  "$DL" evaluate "$out" --epochs "$epochs" --name "$name" $args
+  mkdir -p "$dest" && cp "$out/$name" "$dest/"
+  echo "[queue] eval $rel/$name: copied to $dest"
+}
+
 run_job() {
+  if [[ $1 == eval\ * ]]; then run_eval "$1"; return; fi
   if [[ $1 == dpsgd-control* ]]; then run_control "$1"; return; fi
   if [[ $1 == dpsgd* ]]; then run_dpsgd "$1"; return; fi
   read -r method cfg folder epochs overrides <<<"$1"

@@ -75,6 +75,15 @@ for seed in 1 2; do
     cell datalens "$cfg" "paper-seed$seed" "$seed" chunk=1000
   done
 done
+# issue 12: tab:compression (the CPU queue runs these too; whichever finishes first commits)
+for cfg in mnist-eps1 fashion-mnist-eps1; do
+  for agg in fetchsgd-coded d2pfed-coded d2pfed-paper fetchsgd-sound; do
+    cell datalens "$cfg" "paper-$agg" 0 chunk=1000 "aggregator=$agg"
+  done
+done
+# issue 12, item 4: the paper text's eps = 10 settings (k = 350, sigma = 900)
+cell datalens mnist-eps10 paper-text-k350-s900 0 chunk=1000 k=350 sigma=900
+cell datalens fashion-mnist-eps10 paper-text-k350-s900 0 chunk=1000 k=350 sigma=900
 cell dcgan mnist-epsinf paper 0
 cell dcgan fashion-mnist-epsinf paper 0
 echo "[gpu-queue] stopped after $SECONDS s; $(tar -tf "$OUT/records.tar" 2>/dev/null | grep -c json) records in records.tar"

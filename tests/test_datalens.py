@@ -85,6 +85,15 @@ def test_cli_train_and_evaluate(tmp_path, mnist_dir, monkeypatch, capsys):
     # 1 < the smoke profile's 2 epochs: the record says it was shortened (no full-length
     # smoke-setting run is committed, so nothing was measured)
     assert res["schedule_check"] == {"shortened_from_epochs": 2, "measured_on": []}
+    # evaluation variants (issue 12): their own record and checkpoint, the run's eval untouched
+    before = (out / "eval-1ep.json").read_bytes()
+    assert cli.main(["evaluate", str(out), "--epochs", "1", "--device", "cpu", "--lr", "1e-3",
+                     "--limit", "40"]) == 0
+    var = json.loads((out / "eval-1ep-lr0.001-first40.json").read_text())
+    assert var["lr"] == 1e-3 and var["limit"] == 40 and var["n_train"] == 40
+    assert "schedule_check" not in var
+    assert (out / "eval-1ep.json").read_bytes() == before
+    assert (out / ".eval-lr0.001-first40-seed0.ckpt").exists()
     assert cli.main(["evaluate", str(tmp_path / "nothing")]) == 2
 
 

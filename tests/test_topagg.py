@@ -139,7 +139,8 @@ def test_same_seed_same_output_and_ablations():
     a, b = agg(g, gen(4)), agg(g, gen(4))
     assert torch.equal(a.output, b.output) and torch.equal(a.noisy_votes, b.noisy_votes)
     assert not torch.equal(agg(g, gen(5)).noisy_votes, a.noisy_votes)
-    assert agg.sensitivity == pytest.approx(2 * math.sqrt(8))
+    assert agg.l2_sensitivity == pytest.approx(2 * math.sqrt(8))
+    assert agg.sensitivity(784, 10) == agg.l2_sensitivity
     no_topk = topagg(g, k=60, sigma=2.0, beta=0.2, c=1.0, generator=gen(0))
     assert topk_sto_sign(g, 60, 1.0, gen(0)).ne(0).all()  # k = d: every coordinate votes
     assert no_topk.output.shape == (2, 60)

@@ -20,19 +20,9 @@ from dataclasses import dataclass
 import torch
 
 from .._validate import choice, nonneg_float, positive_float, positive_int
+from .base import Aggregator, check_grads, threshold_votes
 
 NORMALIZATIONS = ("paper", "official")
-
-
-def _check_grads(grads: torch.Tensor) -> torch.Tensor:
-    if not isinstance(grads, torch.Tensor):
-        raise ValueError(f"grads must be a torch.Tensor, got {type(grads).__name__}")
-    if grads.dim() != 3:
-        raise ValueError(f"grads must have shape [Q, N, d] (queries, teachers, dims); "
-                         f"got {tuple(grads.shape)}")
-    if not grads.is_floating_point():
-        raise ValueError(f"grads must be a floating-point tensor, got {grads.dtype}")
-    return grads
 
 
 def _check_k(k: int, d: int) -> int:
@@ -113,7 +103,7 @@ def vote_sum(grads: torch.Tensor, k: int, c: float | None,
     Vote sums of disjoint teacher blocks add up, so an ensemble too large for memory can be
     processed in chunks and the partial sums added before :func:`noisy_threshold`.
     """
-    grads = _check_grads(grads)
+    grads = check_grads(grads)
     q, n, d = grads.shape
     idx, signs = topk_sto_sign_sparse(grads, k, c, generator, normalize, stochastic)
     votes = torch.zeros(q, d, dtype=grads.dtype, device=grads.device)
@@ -138,9 +128,7 @@ def noisy_threshold(votes: torch.Tensor, sigma: float, beta: float, n_teachers: 
     noisy = votes.to(torch.float64) + sigma * noise
     if not threshold:
         return noisy, noisy
-    tau = beta * n_teachers
-    out = (noisy >= tau).to(torch.int8) - (noisy <= -tau).to(torch.int8)
-    return out.to(votes.dtype), noisy
+    return threshold_votes(noisy, beta, n_teachers).to(votes.dtype), noisy
 
 
 @dataclass(frozen=True)
@@ -163,18 +151,20 @@ def topagg(grads: torch.Tensor, k: int, sigma: float, beta: float, c: float | No
     Ablations (``tab:components``): ``k = d`` (no top-k), ``stochastic=False`` (plain sign),
     ``threshold=False`` (noisy vote sum).
     """
-    grads = _check_grads(grads)
+    grads = check_grads(grads)
     votes = vote_sum(grads, k, c, generator, normalize, stochastic)
     output, noisy = noisy_threshold(votes, sigma, beta, grads.shape[1], generator, threshold)
     return TopAggResult(output=output, votes=votes, noisy_votes=noisy)
 
 
 @dataclass(frozen=True)
-class TopAgg:
-    """TopAgg's parameters, validated once; call it on [Q, N, d] gradients.
+class TopAgg(Aggregator):
+    """TopAgg's parameters, validated once; call it on [Q, N, d] gradients. Also the
+    ``topagg`` aggregator of the training loop (``aggregation.base``): statistic = vote sums,
+    release = Gaussian vote + threshold, sensitivity 2 sqrt(k) (Lemma 1).
 
     >>> agg = TopAgg(k=200, sigma=5000.0, beta=0.7, c=1e-5)
-    >>> agg.sensitivity  # L2 sensitivity of the vote sum (Lemma 1)
+    >>> agg.l2_sensitivity  # L2 sensitivity of the vote sum (Lemma 1)
     28.284271247461902
     """
 
@@ -193,9 +183,24 @@ class TopAgg:
         _check_c(self.c)
         choice("normalize", self.normalize, NORMALIZATIONS)
 
+    name = "topagg"
+
     @property
-    def sensitivity(self) -> float:
+    def l2_sensitivity(self) -> float:
+        """L2 sensitivity of the vote sum (Lemma 1)."""
         return 2.0 * math.sqrt(self.k)
+
+    def sensitivity(self, d: int, n_teachers: int) -> float:
+        return self.l2_sensitivity
+
+    def partial(self, grads: torch.Tensor, ctx: None = None,
+                generator: torch.Generator | None = None) -> torch.Tensor:
+        return vote_sum(grads, self.k, self.c, generator, self.normalize, self.stochastic)
+
+    def release(self, stat: torch.Tensor, ctx: None, n_teachers: int,
+                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        return noisy_threshold(stat, self.sigma, self.beta, n_teachers, generator,
+                               self.threshold)
 
     def __call__(self, grads: torch.Tensor,
                  generator: torch.Generator | None = None) -> TopAggResult:

@@ -100,6 +100,77 @@ class GaussianQueryAccountant:
         return acc
 
 
+#: Below this sound noise multiplier the ``pld`` conversion is skipped: epsilon is then in the
+#: hundreds or more and dp-accounting's PLD grid takes minutes to build (z = 0.1 already does).
+PLD_MIN_Z = 0.3
+
+
+class CompressorAccountant:
+    """The two ledgers of a compressor inside DataLens (``aggregation.base``), per query one
+    Gaussian mechanism:
+
+    ``paper``
+        the official code's charge: noise multiplier ``z_charged`` = sigma / the sensitivity
+        it assumes, converted as there (Mironov 2017 Prop. 3 on ``PAPER_ORDERS``). A DP
+        guarantee only where that sensitivity is valid (``sound_charge``).
+    ``rdp``, ``pld``
+        the sound sensitivity (``z_sound``), converted by dp-accounting; ``pld`` is left out
+        when ``z_sound`` < ``PLD_MIN_Z`` (see there).
+
+    Training stops on the config's ``conversion`` (``paper`` by default, as the official
+    code stops)."""
+
+    def __init__(self, z_charged: float, z_sound: float, delta: float):
+        self.z_charged = positive_float("z_charged", z_charged)
+        self.z_sound = positive_float("z_sound", z_sound)
+        self.delta = probability_open("delta", delta)
+        self.queries = 0
+
+    @property
+    def sound_charge(self) -> bool:
+        """Whether the ``paper`` ledger charges at least the sound sensitivity."""
+        return self.z_charged <= self.z_sound * (1 + 1e-12)
+
+    def add_queries(self, n: int) -> None:
+        self.queries += nonneg_int("n", n)
+
+    def _z(self, conversion: str) -> float:
+        choice("conversion", conversion, CONVERSIONS)
+        return self.z_charged if conversion == "paper" else self.z_sound
+
+    def epsilon(self, conversion: str = "paper") -> float:
+        return gaussian_epsilon(self.queries, self._z(conversion), self.delta, conversion)
+
+    def epsilon_if(self, extra_queries: int, conversion: str = "paper") -> float:
+        return gaussian_epsilon(self.queries + nonneg_int("extra_queries", extra_queries),
+                                self._z(conversion), self.delta, conversion)
+
+    def max_queries(self, epsilon: float, conversion: str = "paper") -> int:
+        return gaussian_max_queries(epsilon, self._z(conversion), self.delta, conversion)
+
+    def ledgers(self) -> dict[str, float]:
+        """epsilon under ``paper``, ``rdp`` and (unless skipped) ``pld``."""
+        out = {c: self.epsilon(c) for c in ("paper", "rdp")}
+        if self.z_sound >= PLD_MIN_Z:
+            out["pld"] = self.epsilon("pld")
+        return out
+
+    def event(self) -> dp_accounting.DpEvent:
+        """The sound ledger as a dp_accounting event."""
+        return dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(self.z_sound),
+                                                 self.queries)
+
+    def state_dict(self) -> dict:
+        return {"z_charged": self.z_charged, "z_sound": self.z_sound, "delta": self.delta,
+                "queries": self.queries}
+
+    @classmethod
+    def from_state_dict(cls, state: dict) -> CompressorAccountant:
+        acc = cls(state["z_charged"], state["z_sound"], state["delta"])
+        acc.queries = int(state["queries"])
+        return acc
+
+
 class GPATEDataDependentLedger:
     """The official G-PATE code's ledger (AI-secure/G-PATE ``rdp_utils.gnmax_thresh_aggregator``
     with Papernot et al. 2018's ``pate_core``), kept as the ``paper`` ledger: **not a DP
