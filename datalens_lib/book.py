@@ -134,6 +134,100 @@ def committed_runs(root: Path | None = None, method: str = "datalens") -> list[d
     return out
 
 
+#: Candidate explanations of the gap to the paper (issue 12) measured as run variants: label,
+#: the variant folder's suffix, the configs it is queued for. The baseline of ``paper-cpu-X``
+#: is ``paper-cpu-fast`` (same CPU settings), of ``paper-X`` the GPU run ``paper``.
+GAP_RUN_VARIANTS = (
+    ("official teacher slots: 50 initialisations, Adam state shared by 80 teachers",
+     "official-slots", ("mnist-eps1",)),
+    ("50 initialisations only (per-teacher Adam)", "init-slots", ("mnist-eps1",)),
+    ("the paper text's eps = 10 settings (k = 350, sigma = 900)", "text-k350-s900",
+     ("mnist-eps10",)),
+)
+#: ... and as evaluation variants of one run's samples: label, record name, configs
+GAP_EVAL_VARIANTS = (
+    ("second evaluation seed (same samples)", "eval-30ep-seed1.json", ("mnist-eps1",)),
+    ("evaluation lr 1e-3 (G-PATE's MNIST evaluation)", "eval-30ep-lr0.001.json",
+     ("mnist-eps1",)),
+    ("official Fashion-MNIST evaluation: first 10k of the 100k rows",
+     "eval-30ep-first10000.json", ("fashion-mnist-eps1",)),
+)
+
+
+def _eval_paper(path: Path) -> float | None:
+    return json.loads(path.read_text())["paper"] if path.exists() else None
+
+
+def gap_analysis(root: Path | None = None) -> pd.DataFrame:
+    """Measured effects of the candidate explanations of why our cells sit under the paper's
+    (issue 12): each variant against its baseline run (paper protocol, same evaluation
+    length), or "queued" when its record is not committed yet. Computed from the committed
+    records only."""
+    base_dir = (root or RESULTS_DIR) / "datalens"
+    rows = []
+    for label, suffix, configs in GAP_RUN_VARIANTS:
+        for config in configs:
+            found = False
+            for base_name, var_name in (("paper-cpu-fast", f"paper-cpu-{suffix}"),
+                                        ("paper", f"paper-{suffix}")):
+                var = base_dir / config / var_name
+                if not (var / "run.json").exists():
+                    continue
+                ev = latest_eval(var)
+                base = _eval_paper(base_dir / config / base_name / f"eval-{ev['epochs']}ep.json") \
+                    if ev else None
+                found = True
+                rows.append({"explanation": label, "config": config, "baseline": base_name,
+                             "variant": var_name, "ours_baseline": base,
+                             "ours_variant": ev["paper"] if ev else None,
+                             "status": "measured" if ev and base is not None else
+                             "baseline or evaluation missing"})
+            if not found:
+                rows.append({"explanation": label, "config": config, "baseline": None,
+                             "variant": None, "ours_baseline": None, "ours_variant": None,
+                             "status": "queued (scripts/cpu_queue.sh, scripts/gpu_queue.sh)"})
+    for label, name, configs in GAP_EVAL_VARIANTS:
+        for config in configs:
+            hits = sorted((base_dir / config).glob(f"*/{name}"))
+            for h in hits:
+                base = _eval_paper(h.parent / "eval-30ep.json")
+                rows.append({"explanation": label, "config": config, "baseline": h.parent.name,
+                             "variant": f"{h.parent.name}/{name}", "ours_baseline": base,
+                             "ours_variant": _eval_paper(h), "status": "measured"})
+            if not hits:
+                rows.append({"explanation": label, "config": config, "baseline": None,
+                             "variant": None, "ours_baseline": None, "ours_variant": None,
+                             "status": "queued (scripts/cpu_queue.sh)"})
+    df = pd.DataFrame(rows)
+    df["effect"] = [v - b if v is not None and b is not None else None
+                    for v, b in zip(df["ours_variant"], df["ours_baseline"], strict=True)]
+    return df
+
+
+def seed_spread(root: Path | None = None) -> pd.DataFrame:
+    """Training-seed spread of the committed paper-profile DataLens cells (folders ``paper``
+    and ``paper-seed<S>``): mean, standard deviation and max of the paper-protocol accuracy,
+    beside the paper's single number."""
+    import re
+
+    rows = []
+    for s in committed_runs(root):
+        folder = Path(s["run_dir"]).name
+        if re.fullmatch(r"paper(-seed\d+)?", folder) and s.get("acc_paper") is not None:
+            rows.append({"config": s["config"], "dataset": s["dataset"],
+                         "epsilon": s["epsilon"], "seed": s["seed"], "ours": s["acc_paper"]})
+    if not rows:
+        return pd.DataFrame(columns=["config", "seeds", "mean", "sd", "max", "paper"])
+    df = pd.DataFrame(rows)
+    out = df.groupby(["config", "dataset", "epsilon"])["ours"].agg(
+        seeds="count", mean="mean", sd="std", max="max").reset_index()
+    paper = paper_table("tab_image.csv", "DataLens")
+    out["paper"] = [next((float(p.value) for p in paper.itertuples()
+                          if p.dataset == r.dataset and float(p.epsilon) == float(r.epsilon)),
+                         None) for r in out.itertuples()]
+    return out
+
+
 #: the paper's method names (``data/paper/tab_image.csv``) -> our registry keys
 PAPER_METHODS = {"DataLens": "datalens", "DC-GAN": "dcgan", "G-PATE": "gpate",
                  "DP-GAN": "dpgan", "PATE-GAN": "pategan", "GS-WGAN": "gswgan"}

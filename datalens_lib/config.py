@@ -66,6 +66,12 @@ class TrainConfig:
     sketch_rows: int = 20  # FetchSGD's Count-Sketch (official: csvec r = 20, c = 10,000,
     sketch_cols: int = 10_000  # hash seed 42)
     sketch_seed: int = 42
+    # the official code's teacher batches (README 80 x 50; issue 12, opt-in, off by default):
+    # init_slots = S: teacher t starts from teacher t mod S's initial weights; adam_slots = S:
+    # teachers t = s mod S share one Adam state (moments and step count). Shared Adam state
+    # couples teachers trained on different partitions (see datalens.DataLens.record)
+    init_slots: int | None = None
+    adam_slots: int | None = None
     eval_epochs: int = 600
     eval_lr: float = 2e-3
     eval_batch_size: int = 512
@@ -99,6 +105,15 @@ class TrainConfig:
         positive_int("sketch_rows", self.sketch_rows)
         positive_int("sketch_cols", self.sketch_cols)
         positive_int("sketch_seed", self.sketch_seed, minimum=0)
+        for name in ("init_slots", "adam_slots"):
+            if getattr(self, name) is not None:
+                positive_int(name, getattr(self, name))
+        if self.adam_slots is not None and self.aggregator != "topagg":
+            raise ValueError("adam_slots (the official teacher batches) is an A/B switch for "
+                             "TopAgg's runs; it is not defined with other aggregators")
+        if self.adam_slots is not None and self.teachers % self.adam_slots:
+            raise ValueError(f"adam_slots ({self.adam_slots}) must divide teachers "
+                             f"({self.teachers})")
         if self.aggregator != "topagg" and not (self.stochastic and self.threshold):
             raise ValueError("the stochastic=False and threshold=False ablations are TopAgg's "
                              f"(tab:components); aggregator {self.aggregator!r} has neither")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ from .data import load_dataset, partition
 from .ensemble import TeacherEnsemble, split_shapes
 from .methods.harness import Run
 from .models import Generator
-from .privacy import TopAggAccountant, topagg_max_queries
+from .privacy import TopAggAccountant, topagg_epsilon, topagg_max_queries
 from .privacy.gaussian import CompressorAccountant
 
 
@@ -183,6 +184,11 @@ class DataLens:
         self.batches_per_epoch = self.per_teacher // self.batch
         # the private aggregator (G-PATE's harness method has its own, see methods.gpate)
         self.agg = make_aggregator(cfg) if isinstance(cfg, TrainConfig) else None
+        if isinstance(cfg, TrainConfig) and cfg.aggregator == "fetchsgd-coded" \
+                and cfg.conversion == "paper":
+            warnings.warn("fetchsgd-coded stops on the official code's ledger, which charges "
+                          "TopAgg's 2 sqrt(k) and is not a valid bound: this run has no "
+                          "meaningful DP guarantee (see its record's rdp epsilon)", stacklevel=2)
         self.acc = self._make_accountant()
         if self.total_steps() == 0:  # refuse before the ensemble is allocated
             one = self.acc.epsilon_if(self.batch, cfg.conversion)
@@ -204,7 +210,9 @@ class DataLens:
         self.ens = TeacherEnsemble(cfg.teachers, self.y_dim, self.shape, chunk=cfg.chunk,
                                    lr=cfg.lr_teacher, moment_dtype=moment, device=self.device,
                                    generator=torch.Generator().manual_seed(self.seed + 3),
-                                   compute_dtype=compute)
+                                   compute_dtype=compute,
+                                   init_slots=getattr(cfg, "init_slots", None),
+                                   adam_slots=getattr(cfg, "adam_slots", None))
         self.state = _State()
         self.history: list[dict[str, Any]] = []
 
@@ -406,6 +414,21 @@ class DataLens:
             rec["privacy"] = {**self.agg.describe(self.d, cfg.teachers),
                               "neighbouring": rec["privacy"]["neighbouring"],
                               "z_charged": self.acc.z_charged, "z_sound": self.acc.z_sound}
+        if cfg.adam_slots is not None:  # issue 12: the official code's shared Adam state
+            coupled = cfg.teachers // cfg.adam_slots
+            k_eff = cfg.k * coupled**2  # sensitivity 2 sqrt(k) * coupled = 2 sqrt(k_eff)
+            eps["coupled_rdp"] = topagg_epsilon(self.acc.queries, k_eff, cfg.sigma, cfg.delta,
+                                                "rdp")
+            rec["privacy"]["dp_guarantee"] = (
+                f"NOT the ledgers above: adam_slots = {cfg.adam_slots} makes {coupled} teachers "
+                "(trained on different partitions) share one Adam state, so one record can "
+                f"change the votes of {coupled} teachers, not one; the vote sum's sensitivity "
+                f"is then up to {coupled} x 2 sqrt(k), and epsilon['coupled_rdp'] is the "
+                "ledger at that sensitivity (the only DP guarantee of this run)")
+        if cfg.init_slots is not None:
+            rec["note_init"] = (f"teachers initialised from {cfg.init_slots} distinct draws "
+                                "(teacher t from teacher t mod init_slots; data-independent, "
+                                "no privacy effect)")
         if cfg.compute_dtype == "bfloat16":
             rec["note_compute"] = ("teacher forward/backward passes in bfloat16 (opt-in; "
                                    "float32 master weights, Adam, BatchNorm statistics and "

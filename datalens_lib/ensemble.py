@@ -12,7 +12,17 @@ All teachers' parameters are stacked along a leading teacher axis and processed 
 * fully connected layers are batched matrix products, their label columns a per-class bias;
   the big 2058 -> 256 layer is computed as (W h^T)^T so its weight gradient is contiguous.
 
-Each teacher has its own Adam state (``StackedAdam``). With ``moment_dtype=torch.bfloat16``
+Each teacher has its own Adam state (``StackedAdam``) and its own initialisation by default.
+Two opt-in switches reproduce how the official code trains its teachers in ``teachers_batch``
+batches of ``batch_teachers`` slots (README: 80 x 50; model.py ``train_together``; issue 12):
+``init_slots = S`` gives teacher t the initial weights of teacher t mod S (the official code
+saves the S slots' initial weights once and restores every batch from them), and
+``adam_slots = S`` makes the teachers t = s, s + S, s + 2S, ... share one Adam state (moments
+and step count), updated in teacher order (the official teacher saver holds only trainable
+variables, so a slot's Adam moments and beta powers pass from one batch's teacher to the
+next). Shared Adam state lets one record's gradient reach every teacher of its slot: the
+privacy consequences are stated where a run records them (``datalens.DataLens.record``).
+With ``moment_dtype=torch.bfloat16``
 the Adam moments are stored in bfloat16 (parameters stay float32): at N = 4000 on MNIST that
 is 8.9 GB of weights + 8.9 GB of moments instead of 26.7 GB, which is what lets the paper's
 configuration run in 24 GiB. Each chunk's moments are widened to float32, updated and rounded
@@ -250,22 +260,46 @@ class StackedAdam:
 
     def __init__(self, params: dict[str, torch.Tensor], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.5, 0.999), eps: float = 1e-8,
-                 moment_dtype: torch.dtype | None = None):
+                 moment_dtype: torch.dtype | None = None, slots: int | None = None):
         self.lr = positive_float("lr", lr)
         self.betas, self.eps = betas, positive_float("eps", eps)
         first = next(iter(params.values()))
         if first.dtype not in (torch.float32, torch.float64):
             raise ValueError(f"parameters must be float32 or float64, got {first.dtype}")
         self.moment_dtype = moment_dtype or first.dtype
-        self.m = {k: torch.zeros(v.shape, dtype=self.moment_dtype, device=v.device)
+        # shared slots (opt-in, see module doc): one state per slot, its own step count
+        self.slots = None if slots is None else positive_int("slots", slots)
+        rows = first.shape[0] if slots is None else self.slots
+        self.m = {k: torch.zeros((rows, *v.shape[1:]), dtype=self.moment_dtype, device=v.device)
                   for k, v in params.items()}
-        self.v = {k: torch.zeros(v.shape, dtype=self.moment_dtype, device=v.device)
+        self.v = {k: torch.zeros((rows, *v.shape[1:]), dtype=self.moment_dtype, device=v.device)
                   for k, v in params.items()}
+        self.slot_steps = [0] * (self.slots or 0)
+
+    def _state_slice(self, sl: slice) -> tuple[slice, int | None]:
+        """The rows of the Adam state that teachers ``sl`` use, and (shared slots) the slots'
+        common step number after this update."""
+        if self.slots is None:
+            return sl, None
+        s0, n = sl.start % self.slots, sl.stop - sl.start
+        if s0 + n > self.slots:
+            raise ValueError(f"teachers {sl.start}..{sl.stop - 1} wrap around the {self.slots} "
+                             "Adam slots; use a chunk that divides the number of slots")
+        steps = set(self.slot_steps[s0: s0 + n])
+        if len(steps) != 1:
+            raise ValueError("the slots of one chunk must have taken the same number of steps")
+        for i in range(s0, s0 + n):
+            self.slot_steps[i] += 1
+        return slice(s0, s0 + n), steps.pop() + 1
 
     @torch.no_grad()
     def update(self, params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor],
                sl: slice, step: int) -> None:
-        """Apply Adam step number ``step`` (1-based) to ``params[k][sl]`` with ``grads[k]``."""
+        """Apply Adam step number ``step`` (1-based) to ``params[k][sl]`` with ``grads[k]``.
+        With shared slots the step number is the slot's own count of updates (every teacher
+        of the slot counts, as the official per-slot beta powers do), not ``step``."""
+        ms, slot_step = self._state_slice(sl)
+        step = step if slot_step is None else slot_step
         b1, b2 = self.betas
         first = next(iter(params.values()))
         names = list(grads)
@@ -273,25 +307,32 @@ class StackedAdam:
             kernel = _adam_kernel(first.device.type)
             hyper = adam_hyper(self.lr, b1, b2, self.eps, step, first.device)
             for k in names:  # flat views: one compiled kernel for every tensor and chunk
-                kernel(params[k][sl].view(-1), grads[k].reshape(-1), self.m[k][sl].view(-1),
-                       self.v[k][sl].view(-1), hyper)
+                kernel(params[k][sl].view(-1), grads[k].reshape(-1), self.m[k][ms].view(-1),
+                       self.v[k][ms].view(-1), hyper)
             return
         # PyTorch's fused Adam kernel, on contiguous slices (it mis-updates tensors whose
         # gradient strides differ from the parameter's, hence the .contiguous())
         torch._fused_adam_(
             [params[k][sl] for k in names], [grads[k].contiguous() for k in names],
-            [self.m[k][sl] for k in names], [self.v[k][sl] for k in names], [],
+            [self.m[k][ms] for k in names], [self.v[k][ms] for k in names], [],
             [torch.tensor(float(step), device=first.device) for _ in names],
             lr=self.lr, beta1=b1, beta2=b2, weight_decay=0.0, eps=self.eps, amsgrad=False,
             maximize=False)
 
     def state_dict(self) -> dict:
-        return {"m": self.m, "v": self.v}
+        out = {"m": self.m, "v": self.v}
+        if self.slots is not None:
+            out["slot_steps"] = list(self.slot_steps)
+        return out
 
     def load_state_dict(self, state: dict) -> None:
         """Copy the saved moments into the existing buffers (converting dtype and device), so
         that resuming a paper-size run from a memory-mapped checkpoint needs no second copy
         of the ensemble in memory."""
+        if (self.slots is None) != ("slot_steps" not in state):
+            raise ValueError("the Adam state was saved with a different adam_slots setting")
+        if self.slots is not None:
+            self.slot_steps = [int(x) for x in state["slot_steps"]]
         for mine, saved in ((self.m, state["m"]), (self.v, state["v"])):
             if set(saved) != set(mine):
                 raise ValueError(f"Adam state has tensors {sorted(saved)}, expected "
@@ -317,7 +358,8 @@ class TeacherEnsemble:
                  chunk: int = 32, lr: float = 1e-3, moment_dtype: torch.dtype | None = None,
                  device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
                  generator: torch.Generator | None = None,
-                 compute_dtype: torch.dtype | None = None):
+                 compute_dtype: torch.dtype | None = None, init_slots: int | None = None,
+                 adam_slots: int | None = None):
         self.n = positive_int("n_teachers", n_teachers)
         self.compute_dtype = compute_dtype or dtype
         if self.compute_dtype not in (dtype, torch.bfloat16):
@@ -340,7 +382,21 @@ class TeacherEnsemble:
                 _seeded_init_(full, generator)
             for k, v in split_params(full, y_dim).items():
                 self.params[k][sl] = v.to(self.device)
-        self.adam = StackedAdam(self.params, lr=lr, moment_dtype=moment_dtype)
+        self.init_slots = None if init_slots is None else positive_int("init_slots", init_slots)
+        if self.init_slots is not None:  # teacher t starts from teacher t mod S's draw
+            for t0 in range(self.init_slots, self.n, self.init_slots):
+                n = min(self.init_slots, self.n - t0)
+                for v in self.params.values():
+                    v[t0: t0 + n] = v[:n]
+        if adam_slots is not None:
+            adam_slots = positive_int("adam_slots", adam_slots)
+            if self.n % adam_slots or adam_slots % min(self.chunk, self.n):
+                raise ValueError(f"adam_slots ({adam_slots}) must divide the number of teachers "
+                                 f"({self.n}) and be a multiple of the chunk "
+                                 f"({min(self.chunk, self.n)}), so that a chunk never holds two "
+                                 "teachers of one slot")
+        self.adam = StackedAdam(self.params, lr=lr, moment_dtype=moment_dtype,
+                                slots=adam_slots)
 
     @property
     def num_parameters(self) -> int:

@@ -41,6 +41,10 @@ JOBS=(
   "datalens fashion-mnist-eps1 paper-cpu-d2pfed-paper 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-paper"
   "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
   "datalens mnist-eps1 paper-cpu-fetchsgd-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-coded"
+  # issue 12, item 2: teachers as the official code trains them (80 batches x 50 slots: 50
+  # initialisations; Adam state shared by the 80 teachers of a slot), against paper-cpu-fast
+  "datalens mnist-eps1 paper-cpu-official-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50 adam_slots=50"
+  "datalens mnist-eps1 paper-cpu-init-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50"
   # issue 12, item 3: evaluation variants of committed samples (G-PATE's MNIST lr 1e-3)
   "eval mnist-eps1/paper-cpu-fast eval-30ep-lr0.001.json 30 --lr 1e-3"
   "dcgan fashion-mnist-epsinf cpu 30"

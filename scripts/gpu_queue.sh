@@ -81,6 +81,9 @@ for cfg in mnist-eps1 fashion-mnist-eps1; do
     cell datalens "$cfg" "paper-$agg" 0 chunk=1000 "aggregator=$agg"
   done
 done
+# issue 12, item 2: the official teacher slots (a chunk must not exceed the 50 slots)
+cell datalens mnist-eps1 paper-official-slots 0 chunk=50 init_slots=50 adam_slots=50
+cell datalens mnist-eps1 paper-init-slots 0 chunk=1000 init_slots=50
 # issue 12, item 4: the paper text's eps = 10 settings (k = 350, sigma = 900)
 cell datalens mnist-eps10 paper-text-k350-s900 0 chunk=1000 k=350 sigma=900
 cell datalens fashion-mnist-eps10 paper-text-k350-s900 0 chunk=1000 k=350 sigma=900

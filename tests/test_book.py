@@ -257,3 +257,36 @@ def test_snapshot_table_reads_exact_evaluated_snapshots(tmp_path):
     r = t.iloc[0]
     assert (r["method"], r["epsilon"], r["step"], r["ours"]) == ("G-PATE", 0.2, 9, 0.3)
     assert r["paper"] == pytest.approx(0.223)  # data/paper/tab_lowdp.csv
+
+
+def test_gap_analysis_and_seed_spread_from_records(tmp_path):
+    """Issue 12's measured explanations: variant against baseline, queued when missing."""
+    committed = Path(__file__).resolve().parents[1] / "data" / "results" / "datalens"
+    rec = json.loads((committed / "mnist-eps1" / "paper" / "run.json").read_text())
+
+    def run(folder, acc, seed=0, epochs=30, config="mnist-eps1"):
+        d = tmp_path / "datalens" / config / folder
+        d.mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps({**rec, "seed": seed}))
+        (d / f"eval-{epochs}ep.json").write_text(json.dumps(
+            {"epochs": epochs, "paper": acc, "clean": acc - 0.1}))
+        return d
+
+    base = run("paper-cpu-fast", 0.60)
+    run("paper-cpu-official-slots", 0.66)
+    (base / "eval-30ep-lr0.001.json").write_text(json.dumps({"epochs": 30, "paper": 0.58}))
+    run("paper", 0.70, epochs=600)
+    run("paper-seed1", 0.72, seed=1, epochs=600)
+    run("paper-seed2", 0.68, seed=2, epochs=600)
+    g = book.gap_analysis(tmp_path)
+    slots = g[g.variant == "paper-cpu-official-slots"].iloc[0]
+    assert slots["status"] == "measured" and slots["effect"] == pytest.approx(0.06)
+    lr = g[g.variant == "paper-cpu-fast/eval-30ep-lr0.001.json"].iloc[0]
+    assert lr["effect"] == pytest.approx(-0.02)
+    queued = g[g.status.str.startswith("queued")]
+    assert {"init-slots" in str(v) for v in queued.variant} == {False}  # nothing committed
+    assert len(queued) == 4  # init-slots, text settings, seed-1 evaluation, first 10k
+    sp = book.seed_spread(tmp_path).set_index("config").loc["mnist-eps1"]
+    assert sp["seeds"] == 3 and sp["mean"] == pytest.approx(0.70)
+    assert sp["max"] == 0.72 and sp["sd"] == pytest.approx(0.02)
+    assert sp["paper"] == 0.7123

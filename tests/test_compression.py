@@ -191,19 +191,44 @@ def test_count_sketch_median_and_collisions():
     np.testing.assert_array_equal(est.numpy(), np.sort(rows, axis=0)[1])  # lower middle
 
 
+def _sketch_matrix(cs):
+    """S as a sparse (rows * cols) x d matrix."""
+    from scipy.sparse import coo_matrix
+
+    j = np.repeat(np.arange(cs.rows), cs.d)
+    rows = j * cs.cols + cs.buckets.numpy().ravel()
+    cols = np.tile(np.arange(cs.d), cs.rows)
+    return coo_matrix((cs.signs.numpy().ravel(), (rows, cols)),
+                      shape=(cs.rows * cs.cols, cs.d)).tocsr()
+
+
 def _dense_gram(cs):
-    S = np.zeros((cs.rows * cs.cols, cs.d))
-    for j in range(cs.rows):
-        S[j * cs.cols + cs.buckets[j].numpy(), np.arange(cs.d)] = cs.signs[j].numpy()
-    return S.T @ S
+    S = _sketch_matrix(cs)
+    return (S.T @ S).toarray()
 
 
 @pytest.mark.parametrize("d,rows,cols", [(30, 4, 8), (200, 6, 60), (784, 20, 10_000)])
 def test_gram_norm_is_the_largest_eigenvalue(d, rows, cols):
     cs = CountSketch(d, rows, cols, seed=3)
     lam = float(np.linalg.eigvalsh(_dense_gram(cs))[-1])
-    assert lam <= cs.gram_norm() <= lam * (1 + 1e-8) or cs.gram_norm() == cs.loads.sum()
-    assert rows <= cs.gram_norm() <= cs.loads.sum()
+    g = cs.gram_norm()
+    assert lam <= g  # always an upper bound
+    assert g <= lam * (1 + 1e-8)  # exact on these (blocks <= 4096, below the load cap)
+    assert rows <= g <= cs.loads.sum()
+
+
+def test_gram_norm_fallback_on_a_crowded_sketch_is_an_upper_bound():
+    """d = 6000 in 3 x 1500 buckets: one block > 4096 coordinates -> Gershgorin (or the load
+    cap), checked against Lanczos."""
+    from scipy.sparse.linalg import eigsh
+
+    cs = CountSketch(6000, 3, 1500, seed=4)
+    S = _sketch_matrix(cs)
+    lam = float(eigsh((S.T @ S).astype(np.float64), k=1, which="LA",
+                      return_eigenvectors=False)[0])
+    g = cs.gram_norm()
+    assert g >= lam * (1 - 1e-9)
+    assert g <= cs.loads.sum()
 
 
 def test_fetchsgd_sound_sensitivity_holds_against_adversarial_teachers():
@@ -238,6 +263,15 @@ def test_fetchsgd_sound_sensitivity_holds_against_adversarial_teachers():
         seen.append(l2(cs.sketch(a - b2)))
     assert max(seen) <= bound + 1e-9
     assert max(seen) >= 2 * math.sqrt(k * rows)  # a flip costs at least the r copies
+    # through the aggregator itself: one teacher's gradient replaced, everyone's randomness
+    # fixed -> the sketch of the statistic moves by at most the bound
+    grads = torch.randn(1, 8, d, dtype=torch.float64, generator=gen(20))
+    other = grads.clone()
+    other[0, 3] = torch.randn(d, dtype=torch.float64, generator=gen(21)) * 5
+    for seed in range(50):
+        a = agg.partial(grads, None, gen(seed))
+        b = agg.partial(other, None, gen(seed))
+        assert l2(cs.sketch(a) - cs.sketch(b)) <= bound + 1e-9
 
 
 def test_fetchsgd_coded_charge_is_not_a_valid_bound():
@@ -264,6 +298,66 @@ def test_fetchsgd_coded_charge_is_not_a_valid_bound():
     assert "NOT a DP guarantee" in agg.describe(d, n)["dp_guarantee"]
 
 
+def test_noise_goes_where_each_variant_says():
+    """fetchsgd-sound noises every sketch cell before un-sketching; fetchsgd-coded un-sketches
+    the clean sketch and noises d coordinates; d2pfed-paper noises D rotated coordinates."""
+    stat = torch.randn(2, 50, dtype=torch.float64, generator=gen(30)) * 10
+    sound = FetchSGD(k=5, sigma=3.0, beta=0.1, rows=4, cols=64, variant="sound")
+    cs = sound.sketcher(50)
+    out, noisy = sound.release(stat, None, 7, gen(31))
+    table = cs.sketch(stat)
+    noise = torch.randn(table.shape, generator=gen(31), dtype=torch.float64)
+    want = cs.top_k(cs.estimate(table + 3.0 * noise), 5)
+    assert torch.equal(noisy, want)
+    assert torch.equal(out, threshold_votes(want, 0.1, 7).float())
+    coded = FetchSGD(k=5, sigma=3.0, beta=0.1, rows=4, cols=64, variant="coded")
+    _, noisy_c = coded.release(stat, None, 7, gen(31))
+    noise_d = torch.randn(stat.shape, generator=gen(31), dtype=torch.float64)
+    assert torch.equal(noisy_c, cs.top_k(cs.estimate(table), 5) + 3.0 * noise_d)
+    # the sound variant's estimate noise is a median of r cell noises: far below sigma
+    zero = torch.zeros(200, 50, dtype=torch.float64)
+    big = FetchSGD(k=50, sigma=1.0, beta=0.1, rows=9, cols=64, variant="sound")
+    est = big.release(zero, None, 7, gen(32))[1]
+    assert 0.3 < est.std().item() < 0.6  # sd of a median of 9 N(0, 1): about 0.41
+    d2p = D2PFed(sigma=2.0, beta=0.1, c=None, variant="paper")
+    ctx = d2p.context(50, gen(33))
+    stat_r = torch.randn(2, 64, dtype=torch.float64, generator=gen(34))
+    _, noisy_r = d2p.release(stat_r, ctx, 7, gen(35))
+    noise_r = torch.randn(2, 64, generator=gen(35), dtype=torch.float64)
+    assert torch.allclose(noisy_r, unrotate(stat_r + 2.0 * noise_r, ctx.signs, 50))
+
+
+def test_official_charges_equal_the_official_rdp_line():
+    """The paper ledger's per-query RDP is the data-independent line of the official
+    rdp_gaussian(logq, sigma_eff, orders) = orders / sigma_eff^2, with sigma_eff =
+    sigma / sqrt(levels^2 d) (--klevelsgd) and sigma / sqrt(2k) (--sketchsgd)."""
+    from datalens_lib.privacy.accountant import PAPER_ORDERS
+
+    d, n, sigma, k = 784, 4000, 5000.0, 200
+    for agg, sigma_eff in ((D2PFed(sigma=sigma, beta=0.7), sigma / math.sqrt(16 * d)),
+                           (FetchSGD(k=k, sigma=sigma, beta=0.7), sigma / math.sqrt(2 * k))):
+        z = agg.noise_multiplier(d, n, charged=True)
+        ours = PAPER_ORDERS / (2 * z**2)  # Gaussian RDP lambda / (2 z^2)
+        np.testing.assert_allclose(ours, PAPER_ORDERS / sigma_eff**2, rtol=1e-12)
+
+
+def test_stopping_uses_the_sound_multiplier_under_rdp(tmp_path):
+    from datalens_lib.datalens import DataLens, expected_steps
+
+    cfg = load_config("mnist-eps1", "paper", aggregator="fetchsgd-coded")
+    assert expected_steps(cfg, 15, 784) == 86
+    assert expected_steps(cfg.with_overrides(conversion="rdp"), 15, 784) == 0
+    from conftest import real_dataset_dir
+
+    smoke = load_config("mnist-eps1", "smoke", aggregator="fetchsgd-coded", conversion="rdp")
+    with pytest.raises(ValueError, match="below what one generator step costs"):
+        DataLens(smoke, data_dir=real_dataset_dir("mnist"), device="cpu")
+    with pytest.warns(UserWarning, match="no meaningful DP guarantee"):
+        with pytest.raises(ValueError):  # the warning comes first, then the budget check
+            DataLens(smoke.with_overrides(conversion="paper", sigma=1.0),
+                     data_dir=real_dataset_dir("mnist"), device="cpu")
+
+
 def test_fetchsgd_votes_dense_as_coded_and_topk_when_sound():
     g = torch.randn(2, 7, 50, generator=gen(16))
     coded = FetchSGD(k=5, sigma=1.0, beta=0.1, variant="coded").partial(g, None, gen(0))
@@ -287,7 +381,6 @@ def test_threshold_and_every_aggregator_through_one_interface():
         agg = make_aggregator(cfg.with_overrides(aggregator=name))
         assert agg.name == name
         ctx = agg.context(64, gen(0))
-        # chunked partial sums equal the one-shot statistic (same randomness per teacher)
         whole = agg.partial(grads, ctx, gen(1))
         assert whole.shape[0] == 3
         out, noisy = agg.release(whole, ctx, 9, gen(2))
@@ -300,6 +393,8 @@ def test_threshold_and_every_aggregator_through_one_interface():
         cfg.with_overrides(aggregator="fetchsgd-sound", threshold=False)
     with pytest.raises(ValueError, match="levels"):
         cfg.with_overrides(aggregator="d2pfed-coded", levels=1)
+    with pytest.raises(ValueError, match="A/B switch for TopAgg"):
+        cfg.with_overrides(aggregator="d2pfed-coded", adam_slots=5)
     with pytest.raises(ValueError, match="clipping constant"):
         D2PFed(sigma=1.0, beta=0.1, c=None, variant="coded")
 

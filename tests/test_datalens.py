@@ -239,3 +239,21 @@ def test_expected_steps_matches_the_budget_stop():
     assert expected_steps(load_config("mnist-eps1", "paper"), 15) == 86
     assert expected_steps(load_config("mnist-eps1", "smoke"), 30) == 3
     assert expected_steps(load_config("mnist-eps1", "cpu"), 15) == 3
+
+
+@pytest.mark.slow
+def test_official_teacher_slots_run_and_say_what_they_cost(tmp_path, mnist_dir):
+    """init_slots / adam_slots (issue 12, opt-in): the run records that shared Adam state
+    couples teachers, and gives the ledger at the coupled sensitivity."""
+    cfg = load_config("mnist-eps1", "smoke", n_samples=60, chunk=5, init_slots=5,
+                      adam_slots=5, max_steps=1)
+    rec = DataLensTrainer(cfg, tmp_path / "slots", data_dir=mnist_dir, progress=False,
+                          device="cpu", profile="smoke").run()
+    assert rec["steps"] == 1
+    assert "NOT the ledgers above" in rec["privacy"]["dp_guarantee"]
+    coupled = topagg_epsilon(rec["queries"], cfg.k * 4, cfg.sigma, cfg.delta, "rdp")
+    assert rec["epsilon"]["coupled_rdp"] == pytest.approx(coupled)  # 2 teachers per slot
+    assert rec["epsilon"]["coupled_rdp"] > rec["epsilon"]["rdp"]
+    assert "init" in rec["note_init"]
+    with pytest.raises(ValueError, match="adam_slots"):
+        load_config("mnist-eps1", "smoke", adam_slots=3)  # 3 does not divide 10 teachers

@@ -320,3 +320,64 @@ def test_conv_layout_default_follows_the_device(monkeypatch):
     assert conv_layout("cpu") == "contiguous"
     monkeypatch.setenv("DATALENS_CONV_LAYOUT", "channels_last")
     assert conv_layout("cuda") == "channels_last"
+
+
+def _adam_reference(p, g, m, v, t, lr=1e-3, b1=0.5, b2=0.999, eps=1e-8):
+    m.mul_(b1).add_((1 - b1) * g)
+    v.mul_(b2).add_((1 - b2) * g * g)
+    p.sub_(lr * (m / (1 - b1**t)) / ((v / (1 - b2**t)).sqrt() + eps))
+
+
+@pytest.mark.parametrize("moments", [None, torch.bfloat16])
+def test_shared_adam_slots_follow_the_official_sequence(moments):
+    """adam_slots = S (issue 12): teachers s, s + S, ... share one Adam state, updated in
+    teacher order with the slot's own step count (as the official per-slot optimiser)."""
+    n, S, chunk = 6, 3, 3
+    dtype = torch.float64 if moments is None else torch.float32
+    params = {"w": torch.zeros(n, 5, dtype=dtype)}
+    adam = StackedAdam(params, moment_dtype=moments, slots=S)
+    assert adam.m["w"].shape == (S, 5)
+    ref_p = torch.zeros(n, 5, dtype=torch.float64)
+    ref_m, ref_v, ref_t = torch.zeros(S, 5, dtype=torch.float64), torch.zeros(
+        S, 5, dtype=torch.float64), [0] * S
+    gen = torch.Generator().manual_seed(0)
+    for rnd in range(3):  # three generator steps, each: chunk 0..2 then 3..5
+        for c0 in range(0, n, chunk):
+            g = torch.randn(chunk, 5, generator=gen, dtype=torch.float64) * 1e-3
+            adam.update(params, {"w": g.to(dtype)}, slice(c0, c0 + chunk), step=rnd + 1)
+            for i in range(chunk):
+                s = (c0 + i) % S
+                ref_t[s] += 1
+                _adam_reference(ref_p[c0 + i], g[i], ref_m[s], ref_v[s], ref_t[s])
+    assert adam.slot_steps == [6, 6, 6]
+    tol = dict(rtol=1e-6, atol=1e-9) if moments is None else dict(rtol=0.02, atol=1e-5)
+    torch.testing.assert_close(params["w"].double(), ref_p, **tol)
+    st = adam.state_dict()
+    again = StackedAdam({"w": torch.zeros(n, 5, dtype=dtype)}, moment_dtype=moments, slots=S)
+    again.load_state_dict(st)
+    assert again.slot_steps == [6, 6, 6]
+    with pytest.raises(ValueError, match="adam_slots"):
+        StackedAdam({"w": torch.zeros(n, 5)}).load_state_dict(st)
+    with pytest.raises(ValueError, match="wrap around"):
+        adam.update(params, {"w": torch.zeros(2, 5, dtype=dtype)}, slice(2, 4), 1)
+
+
+def test_init_slots_and_adam_slots_in_the_ensemble():
+    ens = TeacherEnsemble(6, 10, (1, 28, 28), chunk=2, init_slots=2, adam_slots=2,
+                          generator=torch.Generator().manual_seed(0))
+    for k, v in ens.params.items():
+        assert torch.equal(v[0], v[2]) and torch.equal(v[1], v[5]), k
+    w = next(k for k, v in ens.params.items() if v[0].numel() > 100)  # a weight tensor
+    assert not torch.equal(ens.params[w][0], ens.params[w][1])
+    plain = TeacherEnsemble(6, 10, (1, 28, 28), chunk=2,
+                            generator=torch.Generator().manual_seed(0))
+    assert not torch.equal(plain.params[w][0], plain.params[w][2])
+    x = torch.rand(2, 3, 1, 28, 28)
+    y = torch.randint(0, 10, (2, 3))
+    for sl in ens.slices():
+        ens.train_step(sl, x, x, y, 1)
+    assert ens.adam.slot_steps == [3, 3]
+    with pytest.raises(ValueError, match="multiple of the chunk"):
+        TeacherEnsemble(6, 10, (1, 28, 28), chunk=4, adam_slots=2)
+    with pytest.raises(ValueError, match="divide the number of teachers"):
+        TeacherEnsemble(6, 10, (1, 28, 28), chunk=2, adam_slots=4)

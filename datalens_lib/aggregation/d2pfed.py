@@ -102,16 +102,28 @@ def klevel_coded(grads: torch.Tensor, levels: int, c: float,
     return q.to(grads.dtype)
 
 
-def klevel_unbiased(u: torch.Tensor, levels: int,
-                    generator: torch.Generator | None = None) -> torch.Tensor:
-    """Unbiased stochastic quantisation of ``u`` in [-1, 1] to ``levels`` equally spaced
-    levels -1, ..., 1: E[q] = u, and q is always one of the two levels around u."""
+def klevel_index(u: torch.Tensor, levels: int,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+    """Unbiased stochastic quantisation of ``u`` in [-1, 1] as level indices r in
+    {0, ..., levels - 1} (float64 integers) of the levels -1 + 2r / (levels - 1):
+    E[level] = u, always one of the two levels around u."""
     levels = _levels(levels)
     pos = (u.double().clamp(-1.0, 1.0) + 1.0) * ((levels - 1) / 2.0)
     lo = pos.floor().clamp(max=levels - 2)
     r = torch.rand(u.shape, generator=generator, device=u.device, dtype=torch.float64)
-    q = lo + (r < pos - lo).double()
-    return (q * (2.0 / (levels - 1)) - 1.0).to(u.dtype)
+    return lo + (r < pos - lo).double()
+
+
+def index_to_level(q: torch.Tensor, levels: int, count: int = 1) -> torch.Tensor:
+    """Levels of (a sum over ``count`` teachers of) indices: 2 q / (levels - 1) - count."""
+    return q * (2.0 / (levels - 1)) - float(count)
+
+
+def klevel_unbiased(u: torch.Tensor, levels: int,
+                    generator: torch.Generator | None = None) -> torch.Tensor:
+    """Unbiased stochastic quantisation of ``u`` in [-1, 1] to ``levels`` equally spaced
+    levels -1, ..., 1: E[q] = u, and q is always one of the two levels around u."""
+    return index_to_level(klevel_index(u, levels, generator), levels).to(u.dtype)
 
 
 class Rotation(NamedTuple):
@@ -146,6 +158,12 @@ class D2PFed(Aggregator):
     def name(self) -> str:  # type: ignore[override]
         return f"d2pfed-{self.variant}"
 
+    # The official ``rdp_gaussian`` returns the smaller of this data-independent charge and a
+    # data-dependent (Papernot et al. 2018, Thm. 6) bound computed from the noisy votes; at the
+    # paper's sigma the data-dependent branch's condition fails, so the two coincide there.
+    # (Its comment reads the sensitivity as levels sqrt(d); the GNMax convention of
+    # ``rdp_gaussian`` turns sigma / sqrt(levels^2 d) into levels sqrt(2 d).)
+
     def context(self, d: int, generator: torch.Generator | None,
                 device: torch.device | str = "cpu") -> Rotation | None:
         """The paper variant's rotation (signs drawn once per step); none as coded."""
@@ -154,12 +172,9 @@ class D2PFed(Aggregator):
         bits = torch.randint(0, 2, (padded_dim(d),), generator=generator, device=device)
         return Rotation(bits.to(torch.float64) * 2.0 - 1.0, positive_int("d", d))
 
-    def compress(self, grads: torch.Tensor, ctx: Rotation | None,
-                 generator: torch.Generator | None = None) -> torch.Tensor:
-        """Each teacher's quantised vote vector (Alg. 7): [..., d] -> [..., d] (coded) or
-        [..., D] in the rotated basis (paper)."""
-        if self.variant == "coded":
-            return klevel_coded(grads, self.levels, self.c, generator)
+    def _indices(self, grads: torch.Tensor, ctx: Rotation | None,
+                 generator: torch.Generator | None) -> torch.Tensor:
+        """The paper variant's level indices in the rotated basis, [..., D] float64."""
         if ctx is None:
             raise ValueError("the paper variant needs the step's rotation signs (context)")
         if not torch.isfinite(grads).all():
@@ -168,12 +183,27 @@ class D2PFed(Aggregator):
         y = rotate(g.double(), ctx.signs)
         scale = y.abs().amax(dim=-1, keepdim=True)
         u = y / torch.where(scale > 0, scale, 1.0)  # an all-zero gradient stays 0
-        return klevel_unbiased(u, self.levels, generator).to(grads.dtype)
+        return klevel_index(u, self.levels, generator)
+
+    def compress(self, grads: torch.Tensor, ctx: Rotation | None,
+                 generator: torch.Generator | None = None) -> torch.Tensor:
+        """Each teacher's quantised vote vector (Alg. 7): [..., d] -> [..., d] (coded) or
+        [..., D] in the rotated basis (paper)."""
+        if self.variant == "coded":
+            return klevel_coded(grads, self.levels, self.c, generator)
+        return index_to_level(self._indices(grads, ctx, generator), self.levels).to(grads.dtype)
 
     def partial(self, grads: torch.Tensor, ctx: Rotation | None,
                 generator: torch.Generator | None = None) -> torch.Tensor:
+        """Summed votes [Q, m]. Sums are exact: the coded levels are small (half-)integers
+        and the paper variant sums integer level indices in float64 before the affine map to
+        levels, so floating-point rounding cannot add to the sensitivity (Casacuberta et al.
+        2022)."""
         grads = check_grads(grads)
-        return self.compress(grads, ctx, generator).sum(dim=1)
+        if self.variant == "coded":
+            return self.compress(grads, ctx, generator).sum(dim=1)
+        q = self._indices(grads, ctx, generator).sum(dim=1)
+        return index_to_level(q, self.levels, grads.shape[1])
 
     def release(self, stat: torch.Tensor, ctx: Rotation | None, n_teachers: int,
                 generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:

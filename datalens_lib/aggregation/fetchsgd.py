@@ -223,8 +223,8 @@ class FetchSGD(Aggregator):
     def sensitivity(self, d: int, n_teachers: int) -> float:
         d = positive_int("d", d)
         n_teachers = positive_int("n_teachers", n_teachers)
-        loads = self.sketcher(d).loads
         if self.variant == "coded":
+            loads = self.sketcher(d).loads
             return 2.0 * math.sqrt(self.k) * n_teachers * float(loads.max())
         return 2.0 * math.sqrt(self.k * self.sketcher(d).gram_norm())
 
