@@ -205,21 +205,25 @@ def gap_analysis(root: Path | None = None) -> pd.DataFrame:
 
 
 def seed_spread(root: Path | None = None) -> pd.DataFrame:
-    """Training-seed spread of the committed paper-profile DataLens cells (folders ``paper``
-    and ``paper-seed<S>``): mean, standard deviation and max of the paper-protocol accuracy,
+    """Training-seed spread of the committed paper-setting DataLens cells, per family of runs
+    evaluated alike: ``gpu`` (folders ``paper``, ``paper-seed<S>``; 600-epoch evaluations)
+    and ``cpu`` (``paper-cpu-fast``, ``paper-cpu-seed<S>``; the CPU queue's settings and
+    30-epoch evaluations). Mean, standard deviation and max of the paper-protocol accuracy,
     beside the paper's single number."""
     import re
 
+    families = {"gpu": r"paper(-seed\d+)?", "cpu": r"paper-cpu-(fast|seed\d+)"}
     rows = []
     for s in committed_runs(root):
         folder = Path(s["run_dir"]).name
-        if re.fullmatch(r"paper(-seed\d+)?", folder) and s.get("acc_paper") is not None:
-            rows.append({"config": s["config"], "dataset": s["dataset"],
+        fam = next((f for f, pat in families.items() if re.fullmatch(pat, folder)), None)
+        if fam is not None and s.get("acc_paper") is not None:
+            rows.append({"config": s["config"], "family": fam, "dataset": s["dataset"],
                          "epsilon": s["epsilon"], "seed": s["seed"], "ours": s["acc_paper"]})
     if not rows:
-        return pd.DataFrame(columns=["config", "seeds", "mean", "sd", "max", "paper"])
+        return pd.DataFrame(columns=["config", "family", "seeds", "mean", "sd", "max", "paper"])
     df = pd.DataFrame(rows)
-    out = df.groupby(["config", "dataset", "epsilon"])["ours"].agg(
+    out = df.groupby(["config", "family", "dataset", "epsilon"])["ours"].agg(
         seeds="count", mean="mean", sd="std", max="max").reset_index()
     paper = paper_table("tab_image.csv", "DataLens")
     out["paper"] = [next((float(p.value) for p in paper.itertuples()

@@ -133,12 +133,13 @@ display(gaps[["explanation", "config", "baseline", "variant", "ours_baseline", "
 measured = gaps.dropna(subset=["effect"])
 lines = [f"{r.explanation} ({r.config}): {r.effect:+.4f}" for r in measured.itertuples()]
 multi = spread[spread["seeds"] > 1]
-lines += [f"training seeds of {r.config}: sd {r.sd:.4f} over {r.seeds} seeds, "
+lines += [f"training seeds of {r.config} ({r.family}): sd {r.sd:.4f} over {r.seeds} seeds, "
           f"max − mean {r.max - r.mean:+.4f}" for r in multi.itertuples()]
 text = ("Measured so far: " + "; ".join(lines) + ". ") if lines else "Nothing measured yet. "
 text += f"{int((gaps['status'] != 'measured').sum())} variant(s) are still queued"
-text += (f", and {int((spread['seeds'] < 3).sum())} of the {len(spread)} main cells have fewer "
-         "than 3 training seeds." if len(spread) else ".")
+few = int((spread["seeds"] < 3).sum())
+text += (f", and {few} of the {len(spread)} main cells (per run family) have fewer than 3 "
+         "training seeds." if len(spread) else ".")
 display(Markdown(text))
 
 # %% [markdown]

@@ -13,10 +13,11 @@
 # DP-SGD jobs (issue 13) read "dpsgd METHOD K EPS SEEDS": records (one per seed, then the
 # summary) go to data/results/dpsgd/mnist/<cell>/paper/.
 # Jobs: method, config, results folder, evaluation epochs, then `datalens train --set`
-# overrides; records go to data/results/<method>/<config>/<folder>/. The token `+snap` keeps
-# generator snapshots at eps = 0.2, 0.4, 0.6, 0.8 (tab:lowdp; methods.harness) and evaluates
-# each. (Edit this file by writing a new one and renaming it over: a running bash keeps
-# reading the file it started from.)
+# overrides (the token seed=N sets the training seed); records go to
+# data/results/<method>/<config>/<folder>/. The token `+snap` keeps generator snapshots at
+# eps = 0.2, 0.4, 0.6, 0.8 (tab:lowdp; methods.harness) and evaluates each. (Edit this file
+# by writing a new one and renaming it over: a running bash keeps reading the file it started
+# from.)
 # G-PATE at the paper setting measured 240-295 s per step here (131 steps: ~9 h), against
 # 33-46 s for a DataLens step with the same teachers: its shuffled split gives every teacher
 # its own label sequence, so the exact per-teacher fakes (BatchNorm over the teacher's own
@@ -45,6 +46,9 @@ JOBS=(
   # initialisations; Adam state shared by the 80 teachers of a slot), against paper-cpu-fast
   "datalens mnist-eps1 paper-cpu-official-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50 adam_slots=50"
   "datalens mnist-eps1 paper-cpu-init-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50"
+  # issue 12, item 1 and tab:lowdp: a second training seed of the CPU setting, with generator
+  # snapshots at eps = 0.2 ... 0.8 (T2's budgets from the eps = 1 run)
+  "datalens mnist-eps1 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1 +snap"
   # issue 12, item 3: evaluation variants of committed samples (G-PATE's MNIST lr 1e-3)
   "eval mnist-eps1/paper-cpu-fast eval-30ep-lr0.001.json 30 --lr 1e-3"
   "dcgan fashion-mnist-epsinf cpu 30"
@@ -53,7 +57,7 @@ JOBS=(
   "dpsgd normtopk 0.8 1.0 5" "dpsgd gmdp 1 0.2 5" "dpsgd normtopk 0.7 0.2 5"
   "dpsgd normtopk 0.6 0.2 5" "dpsgd normtopk 0.8 0.2 5" "dpsgd gmdp 1 0.05 5"
   "dpsgd normtopk 0.7 0.05 5" "dpsgd normtopk 0.6 0.05 5" "dpsgd normtopk 0.8 0.05 5"
-  "datalens fashion-mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
+  "datalens fashion-mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12 +snap"
   # the official Fashion-MNIST evaluation reads the first 10k of the 100k rows
   "eval fashion-mnist-eps1/paper-cpu-fast eval-30ep-first10000.json 30 --limit 10000"
   "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-coded"
@@ -117,7 +121,9 @@ run_job() {
   fi
   local sets=() budgets=()
   for kv in $overrides; do
-    if [[ $kv == +snap ]]; then budgets=(0.2 0.4 0.6 0.8); else sets+=(--set "$kv"); fi
+    if [[ $kv == +snap ]]; then budgets=(0.2 0.4 0.6 0.8)
+    elif [[ $kv == seed=* ]]; then sets+=(--seed "${kv#seed=}")
+    else sets+=(--set "$kv"); fi
   done
   ((${#budgets[@]})) && sets+=(--snapshot-budgets "${budgets[@]}")
   if ! grep -qs '"status": "complete"' "$out/run.json"; then

@@ -286,7 +286,11 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     queued = g[g.status.str.startswith("queued")]
     assert {"init-slots" in str(v) for v in queued.variant} == {False}  # nothing committed
     assert len(queued) == 4  # init-slots, text settings, seed-1 evaluation, first 10k
-    sp = book.seed_spread(tmp_path).set_index("config").loc["mnist-eps1"]
+    run("paper-cpu-seed1", 0.64, seed=1)
+    spread = book.seed_spread(tmp_path).set_index(["config", "family"])
+    sp = spread.loc[("mnist-eps1", "gpu")]
     assert sp["seeds"] == 3 and sp["mean"] == pytest.approx(0.70)
     assert sp["max"] == 0.72 and sp["sd"] == pytest.approx(0.02)
     assert sp["paper"] == 0.7123
+    cpu = spread.loc[("mnist-eps1", "cpu")]  # paper-cpu-fast and paper-cpu-seed1, not variants
+    assert cpu["seeds"] == 2 and cpu["mean"] == pytest.approx(0.62)
