@@ -45,15 +45,23 @@ cell() {  # method, config, results folder, seed, then --set overrides
     echo "[gpu-queue] $method/$cfg/$folder: skipped, $(left) s left < $CELL_SECONDS s per cell"; return
   fi
   echo "[gpu-queue] $method/$cfg/$folder seed $seed ($(left) s left)"
-  local t0=$SECONDS sets=()
-  for kv in "$@"; do sets+=(--set "$kv"); done
+  local t0=$SECONDS sets=() budgets=()
+  for kv in "$@"; do  # +snap: generator snapshots at eps 0.2 .. 0.8 (tab:lowdp), evaluated
+    if [[ $kv == +snap ]]; then budgets=(0.2 0.4 0.6 0.8); else sets+=(--set "$kv"); fi
+  done
+  ((${#budgets[@]})) && sets+=(--snapshot-budgets "${budgets[@]}")
   if ! grep -qs '"status": "complete"' "$out/run.json"; then
     rm -rf "$out"  # no training checkpoints on a GPU (27 GB per save): a cut training restarts
     $DL train --method "$method" --config "$cfg" --profile paper --out "$out" --device cuda --seed "$seed" \
       --checkpoint-every 0 "${sets[@]}" 2>&1 | tr '\r' '\n' | grep -v "it/s\]$" | tail -3 || return
   fi  # the evaluation resumes from its own checkpoint (every 10 epochs)
   $DL evaluate "$out" --device cuda 2>&1 | tr '\r' '\n' | grep -v "it/s\]$" | tail -3 || return
+  for b in "${budgets[@]}"; do
+    [[ -f $out/snapshot-eps$b-eval-600ep.json ]] || $DL evaluate "$out" --device cuda \
+      --snapshot "$b" 2>&1 | tr '\r' '\n' | grep -v "it/s\]$" | tail -1 || return
+  done
   mkdir -p "$dest" && cp "$out/run.json" "$out/eval-600ep.json" "$dest/"
+  for b in "${budgets[@]}"; do cp "$out/snapshot-eps$b-eval-600ep.json" "$dest/"; done
   $DL publish-samples "$out" --dest "$dest" | tail -1  # issue 14: samples-10k.npz, recorded
   pack
   CELL_SECONDS=$((SECONDS - t0 + 15)); echo "$CELL_SECONDS" > runs/gpu/cell_seconds
@@ -72,7 +80,8 @@ cell gpate fashion-mnist-eps10 paper 0 chunk=1000
 # 3. Issue 12: more seeds of the four main cells (the committed `paper` folders are seed 0).
 for seed in 1 2; do
   for cfg in mnist-eps1 fashion-mnist-eps1 mnist-eps10 fashion-mnist-eps10; do
-    cell datalens "$cfg" "paper-seed$seed" "$seed" chunk=1000
+    snap=(); [[ $cfg == *eps1 ]] && snap=(+snap)  # T2's budgets from the eps = 1 runs
+    cell datalens "$cfg" "paper-seed$seed" "$seed" chunk=1000 "${snap[@]}"
   done
 done
 # issue 12: tab:compression (the CPU queue runs these too; whichever finishes first commits)
