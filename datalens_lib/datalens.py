@@ -276,7 +276,7 @@ class DataLens:
         votes = None
         for sl in self.ens.slices():
             part = self.agg.partial(self.ens.query_gradients(sl, x_q, y_q), ctx, self.gen_dev)
-            votes = part if votes is None else votes.add_(part)
+            votes = part if votes is None else votes + part  # (never mutate a partial)
         out, noisy = self.agg.release(votes, ctx, cfg.teachers, self.gen_dev)
         # without thresholding the noisy sum is scaled to a mean vote (our choice; ablation only)
         g_bar = (out if cfg.threshold else noisy / cfg.teachers).to(x_q.dtype)

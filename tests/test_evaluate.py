@@ -216,7 +216,11 @@ def test_evaluate_samples_uses_the_synthetic_set_and_the_real_test_set(tmp_path,
     assert np.array_equal(seen["xs"], x[::-1][:25]) and np.array_equal(seen["ys"], y[::-1][:25])
     assert seen["xt"] is test_x and seen["yt"] is test_y and seen["c"] == 2
     assert (seen["epochs"], seen["lr"], seen["batch_size"], seen["seed"]) == (5, 0.1, 8, 3)
-    assert seen["checkpoint"] == tmp_path / ".eval-seed3.ckpt"
+    # an evaluation variant (lr, first N samples) has its own checkpoint and says so
+    assert seen["checkpoint"] == tmp_path / ".eval-lr0.1-first25-seed3.ckpt"
+    assert res["limit"] == 25
+    ev.evaluate_samples(samples, "toy", seed=3, progress=False)
+    assert seen["checkpoint"] == tmp_path / ".eval-seed3.ckpt"  # the run's own evaluation
     bad = tmp_path / "bad.npz"
     np.savez(bad, x=np.zeros((2, 1, 5, 5)), y=np.zeros(2))
     with pytest.raises(ValueError, match=r"images have shape \(1, 5, 5\), expected "

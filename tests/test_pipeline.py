@@ -9,6 +9,8 @@ Every test measures the pipeline from outside (spies on the functions it calls, 
 tensors) and compares with the paper's definition, not with another run of the same code.
 """
 
+import importlib
+
 import numpy as np
 import pytest
 import torch
@@ -20,6 +22,9 @@ from datalens_lib.config import load_config
 from datalens_lib.datalens import DataLensTrainer, expected_steps, student_loss
 from datalens_lib.methods import harness
 from datalens_lib.privacy import topagg_epsilon, topagg_max_queries
+
+# the module (the package also exports a function named ``topagg``)
+TOPAGG = importlib.import_module("datalens_lib.aggregation.topagg")
 
 PINNED = dict(teachers=6, chunk=4, train_limit=180, batch_cap=10, pretrain_teacher=3, d_step=2,
               data_dependent=False, max_steps=4, n_samples=20)
@@ -125,8 +130,8 @@ def test_trainer_noise_std_is_sigma_and_threshold_is_beta_N(tmp_path, mnist_dir,
     tr = pinned(tmp_path, mnist_dir, sigma=sigma, beta=beta, epsilon=1e4, gamma=0.25)
     votes_spy, thr_spy = _Spy(vote_sum), _Spy(noisy_threshold)
     loss_spy = _Spy(student_loss)
-    monkeypatch.setattr(dl, "vote_sum", votes_spy)
-    monkeypatch.setattr(dl, "noisy_threshold", thr_spy)
+    monkeypatch.setattr(TOPAGG, "vote_sum", votes_spy)  # what TopAgg.partial calls
+    monkeypatch.setattr(TOPAGG, "noisy_threshold", thr_spy)  # what TopAgg.release calls
     monkeypatch.setattr(dl, "student_loss", loss_spy)
     tr.step()
     (args, kw, (out, noisy)), = thr_spy.calls
@@ -309,7 +314,7 @@ def test_step_record_matches_the_release(tmp_path, mnist_dir, monkeypatch):
 
     tr = pinned(tmp_path, mnist_dir, sigma=3.0, beta=0.5, epsilon=1e4, data_dependent=True)
     thr_spy = _Spy(noisy_threshold)
-    monkeypatch.setattr(dl, "noisy_threshold", thr_spy)
+    monkeypatch.setattr(TOPAGG, "noisy_threshold", thr_spy)
     calls = spy_teacher_steps(tr)
     rec = tr.step()
     losses = [c[-1] for c in calls]
@@ -325,7 +330,7 @@ def test_without_threshold_the_generator_follows_the_mean_noisy_vote(tmp_path, m
                                                                       monkeypatch):
     tr = pinned(tmp_path, mnist_dir, threshold=False)
     thr_spy, loss_spy = _Spy(noisy_threshold), _Spy(student_loss)
-    monkeypatch.setattr(dl, "noisy_threshold", thr_spy)
+    monkeypatch.setattr(TOPAGG, "noisy_threshold", thr_spy)
     monkeypatch.setattr(dl, "student_loss", loss_spy)
     tr.step()
     (_, _, (_, noisy)), = thr_spy.calls
