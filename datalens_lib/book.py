@@ -40,14 +40,11 @@ def smoke_aggregator_overrides(config: str, aggregator: str) -> dict[str, Any]:
     stopping (``paper``) ledger again allows 3 steps: a pipeline check of every compressor
     (its charged sensitivity times the noise multiplier that 90 queries need)."""
     from .aggregation import make_aggregator
-    from .data import get_spec
 
     cfg = load_config(config, "smoke", aggregator=aggregator)
     if aggregator == "topagg":
         return {}
-    d = 1
-    for n in get_spec(cfg.dataset).shape:
-        d *= n
+    d = get_spec(cfg.dataset).dim
     # TopAgg with k = 1 has sensitivity 2: its sigma / 2 is the multiplier 90 queries need
     z = topagg_sigma_for_queries(SMOKE_QUERIES, cfg.epsilon, 1, cfg.delta) / 2.0
     charged = make_aggregator(cfg).charged_sensitivity(d, cfg.teachers)
@@ -348,9 +345,7 @@ def compression_ledgers(config: str, profile: str = "paper") -> pd.DataFrame:
     from .privacy import TopAggAccountant
 
     base = load_config(config, profile)
-    d = 1
-    for n in get_spec(base.dataset).shape:
-        d *= n
+    d = get_spec(base.dataset).dim
     n_train = base.train_limit or len(load_dataset(base.dataset).y_train)
     batch = min(base.batch_cap, n_train // base.teachers)  # B, as in datalens.DataLens
     rows = []

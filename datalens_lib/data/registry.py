@@ -87,6 +87,12 @@ class DatasetSpec:
     urls: tuple[str, ...] = ()
     checksums: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def dim(self) -> int:
+        """Pixels per image, C * H * W: the gradient dimension d of a query."""
+        c, h, w = self.shape
+        return c * h * w
+
     def is_present(self, folder: Path) -> bool:
         return folder.is_dir() and all(_find_file(folder, f) is not None
                                        for f in self.marker_files)
