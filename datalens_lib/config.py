@@ -72,6 +72,10 @@ class TrainConfig:
     # couples teachers trained on different partitions (see datalens.DataLens.record)
     init_slots: int | None = None
     adam_slots: int | None = None
+    # the teacher split (data.partition.PARTITIONS): "class-ordered" as the official code
+    # (its ledgers hold for neighbours that keep their labels) or "shuffled" (label-free:
+    # standard replace-one); the neighbouring relation each gives is in data.partition
+    partition: str = "class-ordered"
     eval_epochs: int = 600
     eval_lr: float = 2e-3
     eval_batch_size: int = 512
@@ -98,6 +102,9 @@ class TrainConfig:
         choice("moment_dtype", self.moment_dtype, ("float32", "bfloat16"))
         choice("compute_dtype", self.compute_dtype, ("float32", "bfloat16"))
         choice("teacher_fakes", self.teacher_fakes, ("per_teacher", "class_table"))
+        from .data.partition import PARTITIONS
+
+        choice("partition", self.partition, PARTITIONS)
         from .aggregation.base import AGGREGATORS
 
         choice("aggregator", self.aggregator, AGGREGATORS)

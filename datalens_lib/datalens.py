@@ -12,7 +12,10 @@ Per generator step ("epoch" in the official code):
 Privacy: each query is (lambda, 2 k lambda / sigma^2)-RDP (sensitivity 2 sqrt(k), Lemma 1);
 training stops before the step whose B queries would push epsilon (``conversion``) past the
 budget. Teachers see disjoint partitions (``data.partition``), so one record affects one
-teacher's votes only.
+teacher's votes only, for the neighbouring relation of the chosen partition: the official
+class-ordered split keeps that promise only for neighbours that share their labels, the
+label-free ``partition="shuffled"`` for any replaced record (``data.partition``; the run record
+states which).
 
 Runs checkpoint every ``checkpoint_every`` steps (temp file + rename) and ``resume=True``
 continues from the last checkpoint with the same RNG streams, ending with the same result as an
@@ -37,7 +40,7 @@ import torch.nn.functional as F
 
 from .aggregation import make_aggregator
 from .config import TrainConfig
-from .data import load_dataset, partition
+from .data import NEIGHBOURING, load_dataset, teacher_partition
 from .ensemble import TeacherEnsemble, split_shapes
 from .methods.harness import Run
 from .models import Generator
@@ -310,8 +313,8 @@ class DataLens:
         return rec
 
     def _partition(self, y: np.ndarray) -> np.ndarray:
-        """Disjoint class-balanced teacher partitions (``data.partition``)."""
-        return partition(y, self.cfg.teachers, self.seed)
+        """Disjoint teacher partitions of the kind ``cfg.partition`` (``data.partition``)."""
+        return teacher_partition(self.cfg.partition, y, self.cfg.teachers, self.seed)
 
     def _make_accountant(self) -> TopAggAccountant | CompressorAccountant:
         """TopAgg's ledger (paper Theorem 3), or a compressor's two ledgers
@@ -404,11 +407,11 @@ class DataLens:
                         "sensitivity": "L2 2*sqrt(k) per query (Lemma 1)",
                         "accountant": "Gaussian RDP 2*k*lambda/sigma^2 per query, composed "
                                       "over queries (Theorem 3)",
-                        "neighbouring": "replace one record (it changes one teacher's votes: "
-                                        "disjoint partitions)",
+                        "neighbouring": NEIGHBOURING[cfg.partition],
                         "dp_guarantee": "epsilon under paper, rdp and pld (data-independent "
-                                        "conversions of the same ledger); data_dependent is "
-                                        "not a DP release"},
+                                        "conversions of the same ledger) for that "
+                                        "neighbouring relation; data_dependent is not a DP "
+                                        "release"},
         }
         if cfg.aggregator != "topagg":
             rec["privacy"] = {**self.agg.describe(self.d, cfg.teachers),

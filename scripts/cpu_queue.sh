@@ -9,7 +9,8 @@
 #   bash scripts/cpu_queue.sh 2          # only job 2 (1-based)
 #
 # "eval CONFIG/FOLDER NAME EPOCHS ARGS" evaluates a finished DataLens run again with other
-# evaluation settings (issue 12, item 3) and copies NAME beside its committed records.
+# evaluation settings (issue 12, item 3) and copies NAME beside its committed records;
+# "eval-published CONFIG/FOLDER EPOCHS" evaluates its committed 10k subset (issue 14).
 # DP-SGD jobs (issue 13) read "dpsgd METHOD K EPS SEEDS": records (one per seed, then the
 # summary) go to data/results/dpsgd/mnist/<cell>/paper/.
 # Jobs: method, config, results folder, evaluation epochs, then `datalens train --set`
@@ -33,6 +34,14 @@ JOBS=(
   "datalens mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
   "datalens mnist-eps1 paper-cpu-bf16 30 moment_dtype=bfloat16 chunk=12 compute_dtype=bfloat16"
   "dcgan mnist-epsinf cpu 30"
+  # issue 14: a Fashion-MNIST eps = 1 run whose 10k subset is published (the committed GPU
+  # cell predates publishing); issue 12: its eps = 0.2 ... 0.8 snapshots (tab:lowdp)
+  "datalens fashion-mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12 +snap"
+  # issue 14: its published subset re-evaluated at the full run's number of SGD steps (10k
+  # images x 300 epochs = 100k x 30), as done for MNIST
+  "eval-published fashion-mnist-eps1/paper-cpu-fast 300"
+  # the official Fashion-MNIST evaluation reads the first 10k of the 100k rows
+  "eval fashion-mnist-eps1/paper-cpu-fast eval-30ep-first10000.json 30 --limit 10000"
   # issue 12: tab:compression (T5). D2P-Fed and the sound FetchSGD spend eps = 1 in 2-16
   # generator steps (cheap); FetchSGD as coded takes TopAgg's 86 steps (~2.5 h)
   "datalens mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
@@ -57,15 +66,15 @@ JOBS=(
   "dpsgd normtopk 0.8 1.0 5" "dpsgd gmdp 1 0.2 5" "dpsgd normtopk 0.7 0.2 5"
   "dpsgd normtopk 0.6 0.2 5" "dpsgd normtopk 0.8 0.2 5" "dpsgd gmdp 1 0.05 5"
   "dpsgd normtopk 0.7 0.05 5" "dpsgd normtopk 0.6 0.05 5" "dpsgd normtopk 0.8 0.05 5"
-  "datalens fashion-mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12 +snap"
-  # the official Fashion-MNIST evaluation reads the first 10k of the 100k rows
-  "eval fashion-mnist-eps1/paper-cpu-fast eval-30ep-first10000.json 30 --limit 10000"
   "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-coded"
   # issue 12, item 4: the paper text's eps = 10 settings (k = 350, sigma = 900; 118 steps)
   "datalens mnist-eps10 paper-cpu-text-k350-s900 30 moment_dtype=bfloat16 chunk=12 k=350 sigma=900"
   "gpate mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12 +snap"
   "gpate fashion-mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12 +snap"
   "dpsgd-control 0.8 1 5" "dpsgd-control 0.8 0.1 5"
+  # issue 10: the label-free teacher split (standard replace-one DP; data.partition): every
+  # teacher its own label sequence, so G-PATE's cost per step (~4-5x a DataLens step here)
+  "datalens mnist-eps1 paper-cpu-shuffled 30 moment_dtype=bfloat16 chunk=12 partition=shuffled"
 )
 
 run_dpsgd() {  # dpsgd METHOD K EPS SEEDS: one tab:dpsgd cell at paper scale, on MNIST
@@ -107,7 +116,18 @@ run_eval() {  # eval CONFIG/FOLDER NAME EPOCHS ARGS...: an evaluation variant of
   echo "[queue] eval $rel/$name: copied to $dest"
 }
 
+run_published() {  # eval-published CONFIG/FOLDER EPOCHS: re-evaluate the committed subset
+  read -r _ rel epochs <<<"$1"
+  local dest=data/results/datalens/$rel
+  if [[ -f $dest/samples-10k-eval-${epochs}ep.json ]]; then
+    echo "[queue] eval-published $rel ($epochs epochs): already committed, skipped"; return
+  fi
+  echo "[queue] eval-published $rel: the published 10k subset, $epochs epochs"
+  "$DL" evaluate "$dest" --epochs "$epochs"  # names its record samples-10k-eval-<E>ep.json
+}
+
 run_job() {
+  if [[ $1 == eval-published\ * ]]; then run_published "$1"; return; fi
   if [[ $1 == eval\ * ]]; then run_eval "$1"; return; fi
   if [[ $1 == dpsgd-control* ]]; then run_control "$1"; return; fi
   if [[ $1 == dpsgd* ]]; then run_dpsgd "$1"; return; fi
@@ -116,15 +136,18 @@ run_job() {
   [[ $method == datalens ]] && out=runs/queue/$cfg/$folder  # where earlier runs trained
   local profile=paper
   [[ $folder == cpu ]] && profile=cpu
-  if [[ -f $dest/run.json && -f $dest/eval-${epochs}ep.json && -f $dest/samples-10k.npz ]]; then
-    echo "[queue] $method/$cfg/$folder: already committed, skipped"; return
-  fi
   local sets=() budgets=()
   for kv in $overrides; do
     if [[ $kv == +snap ]]; then budgets=(0.2 0.4 0.6 0.8)
     elif [[ $kv == seed=* ]]; then sets+=(--seed "${kv#seed=}")
     else sets+=(--set "$kv"); fi
   done
+  local committed=1 b
+  for f in run.json "eval-${epochs}ep.json" samples-10k.npz; do [[ -f $dest/$f ]] || committed=0; done
+  for b in "${budgets[@]}"; do
+    [[ -f $dest/snapshot-eps$b-eval-${epochs}ep.json ]] || committed=0
+  done
+  if ((committed)); then echo "[queue] $method/$cfg/$folder: already committed, skipped"; return; fi
   ((${#budgets[@]})) && sets+=(--snapshot-budgets "${budgets[@]}")
   if ! grep -qs '"status": "complete"' "$out/run.json"; then
     echo "[queue] $method/$cfg/$folder: training"
@@ -137,16 +160,24 @@ run_job() {
     echo "[queue] $method/$cfg/$folder: evaluating ($epochs epochs; resumes from .eval-seed0.ckpt)"
     "$DL" evaluate "$out" --epochs "$epochs"
   fi
+  # the run's own records first (a kill during the snapshot evaluations keeps them)
+  mkdir -p "$dest"
+  if [[ ! -f $dest/samples-10k.npz ]]; then
+    cp "$out/run.json" "$out/eval-${epochs}ep.json" "$dest/"
+    "$DL" publish-samples "$out" --dest "$dest"  # issue 14: samples-10k.npz, recorded in run.json
+    echo "[queue] $method/$cfg/$folder: run records and published subset copied to $dest"
+  fi
   for b in "${budgets[@]}"; do
     if [[ ! -f $out/snapshot-eps$b-eval-${epochs}ep.json ]]; then
       echo "[queue] $method/$cfg/$folder: evaluating the eps = $b snapshot"
       "$DL" evaluate "$out" --epochs "$epochs" --snapshot "$b"
     fi
+    cp "$out/snapshot-eps$b-eval-${epochs}ep.json" "$dest/"
   done
-  mkdir -p "$dest"
-  cp "$out/run.json" "$out/eval-${epochs}ep.json" "$dest/"
-  for b in "${budgets[@]}"; do cp "$out/snapshot-eps$b-eval-${epochs}ep.json" "$dest/"; done
-  "$DL" publish-samples "$out" --dest "$dest"  # issue 14: samples-10k.npz, recorded in run.json
+  # A finished run's training checkpoint (an MNIST eps = 1 ensemble: 17.9 GB) is only needed
+  # to resume training; samples.npz and the generator snapshots stay. Two of them filled the
+  # disk on 2026-11-27 and a CI run failed on it.
+  rm -f "$out/checkpoint.pt"
   echo "[queue] $method/$cfg/$folder: records copied to $dest"
 }
 

@@ -93,6 +93,8 @@ done
 # issue 12, item 2: the official teacher slots (a chunk must not exceed the 50 slots)
 cell datalens mnist-eps1 paper-official-slots 0 chunk=50 init_slots=50 adam_slots=50
 cell datalens mnist-eps1 paper-init-slots 0 chunk=1000 init_slots=50
+# issue 10: the label-free teacher split (standard replace-one DP; data.partition)
+cell datalens mnist-eps1 paper-shuffled 0 chunk=1000 partition=shuffled
 # issue 12, item 4: the paper text's eps = 10 settings (k = 350, sigma = 900)
 cell datalens mnist-eps10 paper-text-k350-s900 0 chunk=1000 k=350 sigma=900
 cell datalens fashion-mnist-eps10 paper-text-k350-s900 0 chunk=1000 k=350 sigma=900

@@ -285,7 +285,7 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     assert lr["effect"] == pytest.approx(-0.02)
     queued = g[g.status.str.startswith("queued")]
     assert {"init-slots" in str(v) for v in queued.variant} == {False}  # nothing committed
-    assert len(queued) == 4  # init-slots, text settings, seed-1 evaluation, first 10k
+    assert len(queued) == 5  # init-slots, text, shuffled split, seed-1 eval, first 10k
     run("paper-cpu-seed1", 0.64, seed=1)
     spread = book.seed_spread(tmp_path).set_index(["config", "family"])
     sp = spread.loc[("mnist-eps1", "gpu")]

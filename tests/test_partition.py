@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from datalens_lib.data import partition
+from datalens_lib.data import NEIGHBOURING, PARTITIONS, partition, teacher_partition
 
 
 def test_disjoint_equal_and_balanced():
@@ -40,3 +40,54 @@ def test_bad_teacher_count(n):
 def test_too_many_teachers():
     with pytest.raises(ValueError, match="cannot give"):
         partition(np.zeros(10), 11, 0)
+
+
+def _teachers_changed(a: np.ndarray, b: np.ndarray) -> int:
+    """How many teachers hold a different set of record indices in partitions a and b."""
+    return sum(set(ra) != set(rb) for ra, rb in zip(a.tolist(), b.tolist(), strict=True))
+
+
+def _label_changed(labels: np.ndarray, i: int) -> np.ndarray:
+    out = labels.copy()
+    out[i] = (out[i] + 1) % 10
+    return out
+
+
+@pytest.mark.parametrize("kind", PARTITIONS)
+def test_replacing_an_image_keeps_the_partition(kind):
+    """Neighbours that keep their labels: the split reads nothing else, so the replaced record
+    stays with its one teacher and no other teacher's data changes (Lemma 1 holds)."""
+    labels = np.random.default_rng(2).integers(0, 10, size=3000)
+    a = teacher_partition(kind, labels, 200, seed=4)
+    b = teacher_partition(kind, labels.copy(), 200, seed=4)
+    assert _teachers_changed(a, b) == 0
+    assert int((a == 17).sum()) <= 1  # record 17 sits in at most one teacher
+
+
+def test_class_ordered_split_moves_records_when_one_label_changes():
+    """Why ``NEIGHBOURING['class-ordered']`` keeps the label: changing one record's label moves
+    the class boundaries and other records to other teachers, so one replacement changes far
+    more than one teacher's data (the official split has the same property)."""
+    labels = np.random.default_rng(2).integers(0, 10, size=3000)
+    a = teacher_partition("class-ordered", labels, 200, seed=4)
+    b = teacher_partition("class-ordered", _label_changed(labels, 17), 200, seed=4)
+    assert _teachers_changed(a, b) > 100
+
+
+def test_shuffled_split_ignores_labels():
+    """The label-free split: any replaced record (image and label) changes one teacher."""
+    labels = np.random.default_rng(2).integers(0, 10, size=3000)
+    a = teacher_partition("shuffled", labels, 200, seed=4)
+    for i in (0, 17, 2999):
+        assert _teachers_changed(a, teacher_partition("shuffled", _label_changed(labels, i),
+                                                      200, seed=4)) == 0
+    other = teacher_partition("shuffled", np.zeros_like(labels), 200, seed=4)
+    np.testing.assert_array_equal(a, other)
+
+
+def test_every_partition_states_its_neighbours():
+    assert set(NEIGHBOURING) == set(PARTITIONS)
+    assert "label kept" in NEIGHBOURING["class-ordered"]
+    assert "image and label" in NEIGHBOURING["shuffled"]
+    with pytest.raises(ValueError, match="unknown partition"):
+        teacher_partition("sorted", np.zeros(10), 2, 0)

@@ -239,10 +239,13 @@ PRIVACY_TEXT = {"mechanism": "TopAgg (paper Alg. 3)",
                 "sensitivity": "L2 2*sqrt(k) per query (Lemma 1)",
                 "accountant": "Gaussian RDP 2*k*lambda/sigma^2 per query, composed over queries "
                               "(Theorem 3)",
-                "neighbouring": "replace one record (it changes one teacher's votes: disjoint "
-                                "partitions)",
+                "neighbouring": "replace one record's image, its label kept (the "
+                                "class-ordered partition is a function of the labels: a "
+                                "changed label moves other records to other teachers); then "
+                                "one teacher's votes change",
                 "dp_guarantee": "epsilon under paper, rdp and pld (data-independent conversions "
-                                "of the same ledger); data_dependent is not a DP release"}
+                                "of the same ledger) for that neighbouring relation; "
+                                "data_dependent is not a DP release"}
 
 
 def test_run_record_says_what_ran(tmp_path, mnist_dir, monkeypatch):
@@ -526,3 +529,18 @@ def test_record_names_the_code_the_run_started_with(tmp_path, mnist_dir, monkeyp
     assert rec["git_sha"] == "a" * 40 and rec["git_sha_at_end"] == "b" * 40
     monkeypatch.setattr(harness, "provenance", lambda: {"git_sha": "a" * 40, "packages": {}})
     assert "git_sha_at_end" not in tr.harness.record(0.5, False, 2.0)
+
+
+def test_the_partition_setting_reaches_the_split_and_the_record(tmp_path, mnist_dir):
+    """partition="shuffled" trains on G-PATE's label-free split and its record states the
+    standard replace-one relation (``data.partition``); the default keeps the official one."""
+    from datalens_lib.data.partition import NEIGHBOURING, partition, shuffled_partition
+
+    tr = pinned(tmp_path / "s", mnist_dir, max_steps=1, partition="shuffled")
+    np.testing.assert_array_equal(tr.parts.numpy(), shuffled_partition(180, 6, tr.seed))
+    rec = tr.run()
+    assert rec["privacy"]["neighbouring"] == NEIGHBOURING["shuffled"]
+    assert rec["config"]["partition"] == "shuffled"
+    default = pinned(tmp_path / "c", mnist_dir, max_steps=1)
+    y = default.y.numpy()
+    np.testing.assert_array_equal(default.parts.numpy(), partition(y, 6, default.seed))

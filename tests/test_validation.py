@@ -121,6 +121,8 @@ CASES = [
     (lambda: store.save_result("a", {}, 1, profile="big"), r"^profile must be one of"),
     (lambda: load_config("mnist-eps1", "smoke", compute_dtype="float16"),
      r"^compute_dtype must be one of"),
+    (lambda: load_config("mnist-eps1", "smoke", partition="random"),
+     r"^partition must be one of"),
 ]
 
 

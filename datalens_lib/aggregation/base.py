@@ -13,7 +13,8 @@ An aggregator works in three phases per generator step of Q queries:
 3. ``release(stat, ctx, n_teachers, generator)``: the private release (Gaussian noise of
    standard deviation ``sigma``) and its post-processing, -> (output [Q, d], noisy statistic).
 
-Privacy. Neighbouring datasets differ by replacing one record; partitions are disjoint, so one
+Privacy. Neighbouring datasets differ by replacing one record (with its label kept under the
+official class-ordered split: ``data.partition.NEIGHBOURING``); partitions are disjoint, so one
 record changes one teacher's compressed vote vector and nothing else. ``sensitivity(d, n)`` is
 the L2 sensitivity of the noised statistic to that change, maximised over everything the
 teacher's compressor can output (the randomness of the other teachers held fixed): each query

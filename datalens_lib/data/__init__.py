@@ -1,7 +1,7 @@
 """Datasets: IDX reader, registry with checksummed loaders, and the teacher partition."""
 
 from .idx import DatasetFileError, parse_idx, read_idx
-from .partition import partition
+from .partition import NEIGHBOURING, PARTITIONS, partition, teacher_partition
 from .registry import (
     ENV_VAR,
     REGISTRY,
@@ -17,6 +17,8 @@ from .registry import (
 
 __all__ = [
     "ENV_VAR",
+    "NEIGHBOURING",
+    "PARTITIONS",
     "REGISTRY",
     "DatasetFileError",
     "DatasetNotFoundError",
@@ -30,4 +32,5 @@ __all__ = [
     "partition",
     "read_idx",
     "resolve_dataset_dir",
+    "teacher_partition",
 ]

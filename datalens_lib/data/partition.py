@@ -1,14 +1,47 @@
-"""Disjoint, class-balanced partition of the private data among the teachers (paper Alg. 1).
+"""Disjoint partitions of the private data among the teachers (paper Alg. 1).
 
 The privacy analysis (paper Lemma 1) assumes that one training record influences *one*
 teacher's gradient only. The official code wraps around when splitting MNIST and puts about
-1,100 images into two teachers; this partition is strictly disjoint instead, and drops the
-``n mod N`` left-over records (chosen at random) so that every teacher holds the same number.
+1,100 images into two teachers; both partitions here are strictly disjoint instead, and drop
+the ``n mod N`` left-over records (chosen at random) so that every teacher holds the same
+number.
+
+Which neighbouring relation that assumption holds for depends on the partition (``PARTITIONS``,
+``NEIGHBOURING``; the config field ``partition``):
+
+- ``class-ordered`` (``partition``; DataLens's default, as the official code splits): records
+  are laid out class after class, so the split is a function of the labels. Replacing one
+  record's image while keeping its label changes one teacher's data. Changing a record's
+  label moves the class boundaries, and the records behind them go to other teachers: one
+  replacement can then change every teacher (a test shows it), and Lemma 1's bound does not
+  hold. The ledgers of a class-ordered run are DP guarantees for neighbours that share their
+  labels (the labels treated as public), not for the standard replace-one relation.
+- ``shuffled`` (``shuffled_partition``; G-PATE's split): a seeded permutation of the record
+  indices cut into equal parts, independent of the labels and the images. Replacing one record
+  (image and label) changes one teacher's data, for every pair of neighbours. Its teachers get
+  no class balance and every teacher its own label sequence, so exact per-teacher fakes cost
+  one generator pass per teacher (``DataLens._fakes_by_label_sequence``).
+
+Neither is stable under adding or removing a record (the relation the paper states, after
+Abadi et al.): the record count sets the part size and the left-over draw, so every part can
+change. Both ledgers are therefore bounded (replace-one) DP, as PATE's and G-PATE's are.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+PARTITIONS = ("class-ordered", "shuffled")
+
+# the neighbouring relation under which one record changes one teacher's data (module doc);
+# run records state it, and the book's privacy chapter quotes it
+NEIGHBOURING = {
+    "class-ordered": "replace one record's image, its label kept (the class-ordered partition "
+                     "is a function of the labels: a changed label moves other records to "
+                     "other teachers); then one teacher's votes change",
+    "shuffled": "replace one record, image and label (the shuffled partition depends on the "
+                "record count and the seed only); then one teacher's votes change",
+}
 
 
 def partition(labels: np.ndarray, n_teachers: int, seed: int) -> np.ndarray:
@@ -56,3 +89,12 @@ def shuffled_partition(n: int, n_teachers: int, seed: int) -> np.ndarray:
         raise ValueError(f"cannot give {n_teachers} teachers at least one of {n} records")
     order = np.random.default_rng(seed).permutation(n)[: per_teacher * n_teachers]
     return np.ascontiguousarray(order.reshape(n_teachers, per_teacher)).astype(np.int64)
+
+
+def teacher_partition(kind: str, labels: np.ndarray, n_teachers: int, seed: int) -> np.ndarray:
+    """The partition named ``kind`` (``PARTITIONS``) of the records with these ``labels``."""
+    if kind == "class-ordered":
+        return partition(labels, n_teachers, seed)
+    if kind == "shuffled":
+        return shuffled_partition(len(labels), n_teachers, seed)
+    raise ValueError(f"unknown partition {kind!r}; choose one of {PARTITIONS}")

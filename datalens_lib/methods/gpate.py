@@ -10,7 +10,8 @@ Confident-GNMax, back-projection), and the generator takes an Adam step towards
 x_hat = G(z) + r P^T (no extra step size). Teachers get G-PATE's split: shuffled, contiguous
 equal parts (``data.shuffled_partition``).
 
-Privacy. Replace-one neighbours; one record changes one teacher's vote. The ledger used here
+Privacy. Replace-one neighbours (image and label: the shuffled split does not look at the
+labels, ``data.partition``); one record changes one teacher's vote. The ledger used here
 for stopping and reported as the DP guarantee is data-independent: every query charges p
 threshold checks and p GNMax votes whether answered or not (``privacy.gaussian``). The official
 code instead stops on a data-dependent bound (GNMax charged only when the threshold passes, its
@@ -46,7 +47,7 @@ from ..aggregation.gpate import (
     random_projection,
 )
 from ..config import config_from_dict
-from ..data.partition import shuffled_partition
+from ..data.partition import NEIGHBOURING, shuffled_partition
 from ..datalens import DataLens, student_loss
 from ..privacy.gaussian import (
     GaussianQueryAccountant,
@@ -225,8 +226,7 @@ class GPATE(DataLens):
                               "over queries, every check charged (data-independent)",
                 "event": f"SelfComposedDpEvent(GaussianDpEvent({self.acc.z!r}), "
                          f"{self.acc.queries})",
-                "neighbouring": "replace one record (it changes one teacher's votes: disjoint "
-                                "partitions)",
+                "neighbouring": NEIGHBOURING["shuffled"],
                 "dp_guarantee": "epsilon under paper, rdp and pld (data-independent); "
                                 "data_dependent (the official code's ledger, Papernot et al. "
                                 "2018 Thm. 6 on the clean counts) is not a DP release",
