@@ -123,6 +123,13 @@ if len(done):
 # records) 1,138 records of the smaller classes sit in two partitions, so each of them changes
 # two teachers' votes, and 1,138 records of the larger classes are never used. Ours is
 # disjoint (`data.partition`).
+#
+# Both splits are class-ordered, so they are functions of the labels: changing one record's
+# label moves records of other classes to other teachers. The DataLens ε of this table (the
+# paper's and ours) is therefore a DP guarantee for neighbours that differ in one record's
+# image with its label kept. The label-free split `partition = shuffled` gives the standard
+# replace-one guarantee; its utility cost is the *label-free teacher split* row of the table
+# below (see the privacy chapter, "Which neighbouring datasets the guarantee covers").
 
 # %%
 spread = book.seed_spread()
