@@ -23,8 +23,9 @@
 # 33-46 s for a DataLens step with the same teachers: its shuffled split gives every teacher
 # its own label sequence, so the exact per-teacher fakes (BatchNorm over the teacher's own
 # batch, as in the official code) are 4000 generator passes per step (~7 TFLOP), where
-# DataLens's class-ordered split needs ~10. The GPU queue runs those cells first; here they
-# come last.
+# DataLens's class-ordered split needs ~10. The GPU queue runs those cells at the paper
+# profile; here G-PATE's eps = 1 cells run its cpu profile (one class table of fakes per step,
+# the change stated in configs/gpate/*.json).
 # bfloat16 Adam moments are what lets 4000 MNIST teachers fit 24 GiB (datalens_lib.ensemble).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,7 @@ JOBS=(
   "datalens mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
   "datalens mnist-eps1 paper-cpu-bf16 30 moment_dtype=bfloat16 chunk=12 compute_dtype=bfloat16"
   "dcgan mnist-epsinf cpu 30"
+  "datalens mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
   # issue 14: a Fashion-MNIST eps = 1 run whose 10k subset is published (the committed GPU
   # cell predates publishing); issue 12: its eps = 0.2 ... 0.8 snapshots (tab:lowdp)
   "datalens fashion-mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12 +snap"
@@ -43,14 +45,22 @@ JOBS=(
   # the official Fashion-MNIST evaluation reads the first 10k of the 100k rows
   "eval fashion-mnist-eps1/paper-cpu-fast eval-30ep-first10000.json 30 --limit 10000"
   # issue 12: tab:compression (T5). D2P-Fed and the sound FetchSGD spend eps = 1 in 2-16
-  # generator steps (cheap); FetchSGD as coded takes TopAgg's 86 steps (~2.5 h)
-  "datalens mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
+  # generator steps (cheap); FetchSGD as coded takes TopAgg's 86 steps (~1.5 h)
   "datalens mnist-eps1 paper-cpu-d2pfed-paper 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-paper"
   "datalens mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
+  # issue 10: the baselines (cpu profiles: configs/<method>/*.json say what they change).
+  # DP-GAN: 18,750 Opacus discriminator steps (~2-4 h here); G-PATE cpu: class-table fakes
+  "dcgan fashion-mnist-epsinf cpu 30"
+  "dpgan mnist-eps1 cpu 30"
   "datalens fashion-mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
   "datalens fashion-mnist-eps1 paper-cpu-d2pfed-paper 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-paper"
   "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
-  "datalens mnist-eps1 paper-cpu-fetchsgd-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-coded"
+  "gpate mnist-eps1 cpu 30 +snap"
+  # issue 13: tab:dpsgd-mnist at the budgets tab:dpsgd-search lists (5 seeds, ~5 min each)
+  "dpsgd gmdp 1 1.0 5" "dpsgd normtopk 0.7 1.0 5" "dpsgd normtopk 0.6 1.0 5"
+  "dpsgd normtopk 0.8 1.0 5"
+  "dpgan fashion-mnist-eps1 cpu 30"
+  "gpate fashion-mnist-eps1 cpu 30 +snap"
   # issue 12, item 2: teachers as the official code trains them (80 batches x 50 slots: 50
   # initialisations; Adam state shared by the 80 teachers of a slot), against paper-cpu-fast
   "datalens mnist-eps1 paper-cpu-official-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50 adam_slots=50"
@@ -60,17 +70,15 @@ JOBS=(
   "datalens mnist-eps1 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1 +snap"
   # issue 12, item 3: evaluation variants of committed samples (G-PATE's MNIST lr 1e-3)
   "eval mnist-eps1/paper-cpu-fast eval-30ep-lr0.001.json 30 --lr 1e-3"
-  "dcgan fashion-mnist-epsinf cpu 30"
-  # issue 13: tab:dpsgd-mnist at the budgets tab:dpsgd-search lists (5 seeds, ~5 min each)
-  "dpsgd gmdp 1 1.0 5" "dpsgd normtopk 0.7 1.0 5" "dpsgd normtopk 0.6 1.0 5"
-  "dpsgd normtopk 0.8 1.0 5" "dpsgd gmdp 1 0.2 5" "dpsgd normtopk 0.7 0.2 5"
+  "dpgan mnist-eps10 cpu 30" "gpate mnist-eps10 cpu 30"
+  "dpsgd gmdp 1 0.2 5" "dpsgd normtopk 0.7 0.2 5"
   "dpsgd normtopk 0.6 0.2 5" "dpsgd normtopk 0.8 0.2 5" "dpsgd gmdp 1 0.05 5"
   "dpsgd normtopk 0.7 0.05 5" "dpsgd normtopk 0.6 0.05 5" "dpsgd normtopk 0.8 0.05 5"
+  "dpgan fashion-mnist-eps10 cpu 30" "gpate fashion-mnist-eps10 cpu 30"
+  "datalens mnist-eps1 paper-cpu-fetchsgd-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-coded"
   "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-coded"
   # issue 12, item 4: the paper text's eps = 10 settings (k = 350, sigma = 900; 118 steps)
   "datalens mnist-eps10 paper-cpu-text-k350-s900 30 moment_dtype=bfloat16 chunk=12 k=350 sigma=900"
-  "gpate mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12 +snap"
-  "gpate fashion-mnist-eps1 paper-cpu 30 moment_dtype=bfloat16 chunk=12 +snap"
   "dpsgd-control 0.8 1 5" "dpsgd-control 0.8 0.1 5"
   # issue 10: the label-free teacher split (standard replace-one DP; data.partition): every
   # teacher its own label sequence, so G-PATE's cost per step (~4-5x a DataLens step here)
@@ -153,6 +161,7 @@ run_job() {
     echo "[queue] $method/$cfg/$folder: training"
     local every=10  # generator steps; a DC-GAN step is a whole epoch (~6 min here)
     [[ $method == dcgan ]] && every=1
+    [[ $method == dpgan ]] && every=500  # a DP-GAN step is one discriminator step (~0.5 s)
     "$DL" train --method "$method" --config "$cfg" --profile "$profile" --out "$out" --resume \
       --checkpoint-every "$every" "${sets[@]}"
   fi

@@ -77,6 +77,10 @@ cell gpate mnist-eps1 paper 0 chunk=1000
 cell gpate fashion-mnist-eps1 paper 0 chunk=1000
 cell gpate mnist-eps10 paper 0 chunk=1000
 cell gpate fashion-mnist-eps10 paper 0 chunk=1000
+# DP-GAN: 18,750 Opacus discriminator steps of expected batch 64 per cell
+for cfg in mnist-eps1 fashion-mnist-eps1 mnist-eps10 fashion-mnist-eps10; do
+  cell dpgan "$cfg" paper 0
+done
 # 3. Issue 12: more seeds of the four main cells (the committed `paper` folders are seed 0).
 for seed in 1 2; do
   for cfg in mnist-eps1 fashion-mnist-eps1 mnist-eps10 fashion-mnist-eps10; do
