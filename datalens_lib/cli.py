@@ -12,6 +12,7 @@ Subcommands:
   publish-samples RUN_DIR --dest DIR [--n 10000]  a uint8 subset beside committed records
   domain-classifier --dataset D                   train the IS/FID network
   dpsgd --dataset mnist --epsilon E --k K --method normtopk|dimtopk|gmdp|sgd --seeds N
+        [--search DIR [--validation 10000]]
   results [--json]        committed DataLens runs beside the paper's tab:image numbers
   run NOTEBOOK [-p KEY VALUE]... [--force] [--book]   execute one notebook with papermill
   run-all [--profile smoke|cpu|paper] [--force] [--executor local|slurm ...]
@@ -318,6 +319,16 @@ def _cmd_dpsgd(args: argparse.Namespace) -> int:
                   f"{summ['final']['std'] or 0:.4f} ({summ['folder']})")
         return 0
     try:
+        if args.search:  # issue 13: the clean-protocol search, then the seeds with its choice
+            from .dpsgd.train import run_search, searched_hyperparameters
+
+            found = run_search(args.dataset, float(args.epsilon), args.method, args.k,
+                               args.profile, out=Path(args.search),
+                               validation=args.validation, progress=not args.quiet)
+            v, t = found["selected_validation"], found["selected_test"]
+            print(f"search ({len(found['grid'])} points, {found['validation']} held out): "
+                  f"validation picks point {v['point']}, test would pick point {t['point']}")
+            over = {**searched_hyperparameters(found), **over}
         summ = run_cell(args.dataset, float(args.epsilon), args.method, args.k, args.profile,
                         seeds=seeds, out=args.out, progress=not args.quiet, **over)
     except (ValueError, TypeError, FileNotFoundError) as e:
@@ -550,6 +561,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="override a setting (JSON literal), e.g. --set lr=0.05")
     dp.add_argument("--out", default=None, help="default: runs/dpsgd/<dataset>/<cell>/<profile>")
     dp.add_argument("--quiet", action="store_true")
+    dp.add_argument("--search", default=None, metavar="DIR",
+                    help="first search the grid spanned by tab:dpsgd-search's neighbouring "
+                    "budgets on a held-out validation split (records in DIR, resumable), then "
+                    "train the seeds with the validation choice")
+    dp.add_argument("--validation", type=int, default=10_000,
+                    help="records held out for --search (default 10000)")
     dp.add_argument("--control", action="store_true",
                     help="tab:control: TopAgg, TopK-GM-DP, TopK-SGD, GM-DP and clipped SGD "
                     "with TopAgg's C, sigma and steps (ignores --method)")

@@ -12,7 +12,8 @@
 # evaluation settings (issue 12, item 3) and copies NAME beside its committed records;
 # "eval-published CONFIG/FOLDER EPOCHS" evaluates its committed 10k subset (issue 14).
 # DP-SGD jobs (issue 13) read "dpsgd METHOD K EPS SEEDS": records (one per seed, then the
-# summary) go to data/results/dpsgd/mnist/<cell>/paper/.
+# summary) go to data/results/dpsgd/mnist/<cell>/paper/; "dpsgd-search METHOD K EPS SEEDS"
+# first searches on a validation split (records in <cell>/search/).
 # Jobs: method, config, results folder, evaluation epochs, then `datalens train --set`
 # overrides (the token seed=N sets the training seed); records go to
 # data/results/<method>/<config>/<folder>/. The token `+snap` keeps generator snapshots at
@@ -80,6 +81,23 @@ JOBS=(
   # issue 12, item 4: the paper text's eps = 10 settings (k = 350, sigma = 900; 118 steps)
   "datalens mnist-eps10 paper-cpu-text-k350-s900 30 moment_dtype=bfloat16 chunk=12 k=350 sigma=900"
   "dpsgd-control 0.8 1 5" "dpsgd-control 0.8 0.1 5"
+  # issue 13: the budgets tab:dpsgd-search lacks, each after a clean search (held-out 10k;
+  # 4-16 grid points, one seed each)
+  "dpsgd-search gmdp 1 0.5 5" "dpsgd-search normtopk 0.7 0.5 5"
+  "dpsgd-search normtopk 0.6 0.5 5" "dpsgd-search normtopk 0.8 0.5 5"
+  "dpsgd-search gmdp 1 0.1 5" "dpsgd-search normtopk 0.7 0.1 5"
+  "dpsgd-search normtopk 0.6 0.1 5" "dpsgd-search normtopk 0.8 0.1 5"
+  "dpsgd-search gmdp 1 0.3 5" "dpsgd-search normtopk 0.7 0.3 5"
+  "dpsgd-search normtopk 0.6 0.3 5" "dpsgd-search normtopk 0.8 0.3 5"
+  "dpsgd-search gmdp 1 0.7 5" "dpsgd-search normtopk 0.7 0.7 5"
+  "dpsgd-search normtopk 0.6 0.7 5" "dpsgd-search normtopk 0.8 0.7 5"
+  # tab:dpsgd-ablation: dimension-based top-k at eps 0.05, 0.1 (searched), 0.2; and eps = inf
+  "dpsgd dimtopk 0.2 0.05 5" "dpsgd dimtopk 0.4 0.05 5" "dpsgd dimtopk 0.6 0.05 5"
+  "dpsgd dimtopk 0.2 0.2 5" "dpsgd dimtopk 0.4 0.2 5" "dpsgd dimtopk 0.6 0.2 5"
+  "dpsgd-search dimtopk 0.2 0.1 5" "dpsgd-search dimtopk 0.4 0.1 5"
+  "dpsgd-search dimtopk 0.6 0.1 5"
+  "dpsgd gmdp 1 inf 5" "dpsgd normtopk 0.6 inf 5" "dpsgd normtopk 0.7 inf 5"
+  "dpsgd normtopk 0.8 inf 5"
   # issue 10: the label-free teacher split (standard replace-one DP; data.partition): every
   # teacher its own label sequence, so G-PATE's cost per step (~4-5x a DataLens step here)
   "datalens mnist-eps1 paper-cpu-shuffled 30 moment_dtype=bfloat16 chunk=12 partition=shuffled"
@@ -99,6 +117,24 @@ print(cell_name('$m', float('$k'), float('$eps')))")
     --profile paper --out "$out" --quiet
   mkdir -p "$dest" && cp "$out"/seed*.json "$out/summary.json" "$dest/"
   echo "[queue] dpsgd $cell: records copied to $dest"
+}
+
+run_dpsgd_search() {  # dpsgd-search METHOD K EPS SEEDS: a budget tab:dpsgd-search lacks
+  read -r _ m k eps seeds <<<"$1"
+  local cell base dest
+  cell=$(.venv/bin/python -c "from datalens_lib.dpsgd.train import cell_name; \
+print(cell_name('$m', float('$k'), float('$eps')))")
+  base=runs/queue/dpsgd/mnist/$cell dest=data/results/dpsgd/mnist/$cell
+  if [[ -f $dest/paper/summary.json && -f $dest/search/search.json ]] \
+      && (( $(ls "$dest"/paper/seed*.json | wc -l) >= seeds )); then
+    echo "[queue] dpsgd $cell (searched): already committed, skipped"; return
+  fi
+  echo "[queue] dpsgd $cell: validation-split search, then $seeds seeds"
+  "$DL" dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" --seeds "$seeds" \
+    --profile paper --search "$base/search" --out "$base/paper" --quiet
+  mkdir -p "$dest/search" "$dest/paper"
+  cp "$base"/search/*.json "$dest/search/" && cp "$base"/paper/*.json "$dest/paper/"
+  echo "[queue] dpsgd $cell: search and seed records copied to $dest"
 }
 
 run_control() {  # dpsgd-control K EPS SEEDS: the five tab:control scenarios on MNIST
@@ -138,6 +174,7 @@ run_job() {
   if [[ $1 == eval-published\ * ]]; then run_published "$1"; return; fi
   if [[ $1 == eval\ * ]]; then run_eval "$1"; return; fi
   if [[ $1 == dpsgd-control* ]]; then run_control "$1"; return; fi
+  if [[ $1 == dpsgd-search* ]]; then run_dpsgd_search "$1"; return; fi
   if [[ $1 == dpsgd* ]]; then run_dpsgd "$1"; return; fi
   read -r method cfg folder epochs overrides <<<"$1"
   local out=runs/queue/$method/$cfg/$folder dest=data/results/$method/$cfg/$folder

@@ -376,3 +376,131 @@ def test_cifar10_dpsgd_path_on_fake_data_and_fake_weights(tmp_path, monkeypatch)
     assert len(caches) == 1
     again = train_dpsgd(cfg, seed=0, progress=False)  # from the cache: the same run
     assert again["evaluations"] == rec["evaluations"]
+
+
+# ---------------------------------------------------------------- the validation-split search
+
+
+def test_validation_split_is_a_fixed_disjoint_holdout():
+    from datalens_lib.dpsgd.train import validation_split
+
+    train, val = validation_split(1000, 100)
+    assert len(train) == 900 and len(val) == 100
+    assert set(train.tolist()).isdisjoint(val.tolist())
+    assert sorted(train.tolist() + val.tolist()) == list(range(1000))
+    again = validation_split(1000, 100)
+    assert torch.equal(train, again[0]) and torch.equal(val, again[1])
+    assert val.tolist() != list(range(100))  # a permutation, not the first records
+    with pytest.raises(ValueError, match="size"):
+        validation_split(100, 100)
+    with pytest.raises(ValueError, match="validation"):
+        DPSGDConfig(validation=60_000)
+
+
+def test_search_grid_spans_the_paper_choices_at_the_neighbouring_budgets():
+    from datalens_lib.dpsgd.train import SEARCH_PARAMETERS, search_grid
+
+    # a searched budget: the paper's row alone
+    row = paper_hyperparameters("mnist", 0.2, "normtopk", 0.7)
+    assert search_grid("mnist", 0.2, "normtopk", 0.7) == [
+        {p: row[p] for p in SEARCH_PARAMETERS}]
+    # eps = 0.5 lies between 0.2 (sigma 3.6, C 10) and 1.0 (sigma 1.6, C 12), B 512, lr 0.1
+    grid = search_grid("mnist", 0.5, "normtopk", 0.7)
+    assert {(g["sigma"], g["max_grad_norm"]) for g in grid} == {
+        (1.6, 10.0), (1.6, 12.0), (3.6, 10.0), (3.6, 12.0)}
+    assert {(g["batch_size"], g["lr"]) for g in grid} == {(512, 0.1)}
+    assert len(search_grid("mnist", 0.1, "gmdp", 1.0)) == 16  # every column differs
+    assert len(search_grid("mnist", 2.0, "gmdp", 1.0)) == 1  # above the range: eps 1's row
+    with pytest.raises(ValueError, match="nothing to search"):
+        search_grid("mnist", math.inf, "gmdp", 1.0)
+
+
+def test_search_selects_on_validation_and_reports_the_test_choice(tmp_path, monkeypatch):
+    """The clean choice reads validation accuracy only; the test-selected point (the paper's
+    way) is reported beside it; finished points are not trained again."""
+    from datalens_lib.dpsgd import train as tr
+
+    calls = []
+    # validation prefers C = 12, the test set prefers C = 10 with sigma 1.6
+    val = {(1.6, 10.0): 0.80, (1.6, 12.0): 0.90, (3.6, 10.0): 0.70, (3.6, 12.0): 0.85}
+    test = {(1.6, 10.0): 0.95, (1.6, 12.0): 0.88, (3.6, 10.0): 0.70, (3.6, 12.0): 0.80}
+
+    def fake_train(cfg, seed=0, progress=False):
+        key = (cfg.sigma, cfg.max_grad_norm)
+        calls.append(key)
+        assert cfg.validation == 10_000 and cfg.train_examples == 50_000
+        return {"config": cfg.to_dict(), "steps": 7, "final_validation": val[key],
+                "final": test[key] - 0.01, "best": test[key]}
+
+    monkeypatch.setattr(tr, "train_dpsgd", fake_train)
+    found = tr.run_search("mnist", 0.5, "normtopk", 0.7, "paper", out=tmp_path)
+    sel_v, sel_t = found["selected_validation"], found["selected_test"]
+    assert (sel_v["sigma"], sel_v["max_grad_norm"]) == (1.6, 12.0)
+    assert (sel_t["sigma"], sel_t["max_grad_norm"]) == (1.6, 10.0)
+    assert len(calls) == 4 and "no ledger" in found["privacy"]
+    assert json.loads((tmp_path / "search.json").read_text())["selected_validation"] == sel_v
+    tr.run_search("mnist", 0.5, "normtopk", 0.7, "paper", out=tmp_path)
+    assert len(calls) == 4  # resumed from the point records
+    over = tr.searched_hyperparameters(found)
+    cfg = make_config("mnist", 0.5, "normtopk", 0.7, "paper", **over)
+    assert (cfg.sigma, cfg.max_grad_norm, cfg.validation) == (1.6, 12.0, 0)
+    assert cfg.hyperparameter_source.startswith("validation grid search: point")
+
+
+@pytest.mark.usefixtures("real_mnist")
+def test_cli_dpsgd_search_smoke_trains_on_the_rest_and_scores_the_holdout(tmp_path, capsys):
+    args = ["dpsgd", "--epsilon", "0.5", "--k", "0.7", "--profile", "smoke", "--seeds", "1",
+            "--out", str(tmp_path / "cell"), "--search", str(tmp_path / "search"), "--quiet"]
+    assert cli.main(args) == 0
+    assert "validation picks point" in capsys.readouterr().out
+    pt = json.loads((tmp_path / "search" / "point0.json").read_text())
+    assert pt["train_examples"] == 2048 - 512 and pt["validation_examples"] == 512
+    assert pt["sample_rate"] == 64 / (2048 - 512)
+    assert 0 <= pt["final_validation"] <= 1 and len(pt["validation_evaluations"]) == 3
+    seed0 = json.loads((tmp_path / "cell" / "seed0.json").read_text())
+    assert seed0["train_examples"] == 2048 and "validation_examples" not in seed0
+    assert seed0["config"]["hyperparameter_source"].startswith("validation grid search")
+
+
+def test_search_table_reads_committed_searches(tmp_path):
+    from datalens_lib.dpsgd.report import search_table
+
+    d = tmp_path / "dpsgd" / "mnist" / "gmdp-eps0.5" / "search"
+    d.mkdir(parents=True)
+    pts = [{"point": i, "sigma": s, "max_grad_norm": 10.0, "batch_size": 512, "lr": 0.1,
+            "steps": 9, "final_validation": fv, "final": f, "best": b}
+           for i, (s, fv, f, b) in enumerate([(1.8, 0.9, 0.8, 0.85), (3.4, 0.8, 0.9, 0.95)])]
+    (d / "search.json").write_text(json.dumps({
+        "epsilon": 0.5, "validation": 10_000, "profile": "paper", "grid": pts,
+        "selected_validation": {"point": 0}, "selected_test": {"point": 1}}))
+    t = search_table("mnist", root=tmp_path)
+    assert len(t) == 1
+    r = t.iloc[0]
+    assert r.cell == "gmdp-eps0.5" and not r.same_choice and r.points == 2
+    assert r.clean_choice.startswith("sigma=1.8") and r.test_choice.startswith("sigma=3.4")
+    assert r.clean_test_final == pytest.approx(80.0) and r.test_choice_best == pytest.approx(95.0)
+    assert search_table("fashion-mnist", root=tmp_path).empty
+
+
+def test_cell_table_shows_every_committed_budget(monkeypatch):
+    """A paper-scale cell committed at a budget the notebook did not ask for still shows."""
+    from datalens_lib.dpsgd import report
+
+    def summ(cell, eps, prof):
+        return {"cell": cell, "epsilon": eps, "profile": prof, "seeds": [0, 1],
+                "final": {"mean": 0.9, "std": 0.01}, "best": {"mean": 0.91},
+                "config": {"steps": 5, "hyperparameter_source": "x"}}
+
+    monkeypatch.setattr(report, "committed_summaries", lambda d, p: {
+        "gmdp-eps0.5": summ("gmdp-eps0.5", 0.5, "paper"),
+        "dimtopk-k0.2-eps0.3": summ("dimtopk-k0.2-eps0.3", 0.3, "paper")})
+    ran = []
+    monkeypatch.setattr(report, "run_cell", lambda d, e, m, k, p, seeds: (
+        ran.append((m, e)), summ(report.cell_name(m, k, e), e, p))[1])
+    cells = [("TopAgg", "k=0.7", "normtopk", 0.7), ("GM-DP", "", "gmdp", 1.0)]
+    t = report.cell_table("mnist", cells, [1.0], report.paper_rows(
+        "tab_dpsgd.csv", "tab:dpsgd-mnist"), profile="smoke", seeds=[0])
+    assert sorted(set(t.epsilon)) == [0.5, 1.0]  # not 0.3: no column of this table
+    assert ("gmdp", 0.5) not in ran and ("normtopk", 0.5) in ran
+    row = t[(t.epsilon == 0.5) & (t.method == "GM-DP")].iloc[0]
+    assert row.profile == "paper" and row.difference is not None

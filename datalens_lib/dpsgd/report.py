@@ -13,7 +13,14 @@ from typing import Any
 import pandas as pd
 
 from ..results import PAPER_DIR
-from .train import cell_name, committed_summaries, run_cell, run_control
+from .train import (
+    SEARCH_PARAMETERS,
+    cell_name,
+    committed_searches,
+    committed_summaries,
+    run_cell,
+    run_control,
+)
 
 
 def paper_rows(csv: str, artifact: str) -> pd.DataFrame:
@@ -38,16 +45,21 @@ def _row(summ: dict[str, Any], paper: pd.DataFrame, label: str, parameter: str,
             "ours_best": 100 * summ["best"]["mean"], "paper": p,
             "paper_std": paper_value(paper, label, parameter, epsilon, "std_percent"),
             "difference": ours - p if prof == "paper" and p is not None else None,
-            "steps": summ["config"]["steps"], "cell": summ["cell"]}
+            "steps": summ["config"]["steps"], "cell": summ["cell"],
+            "hyperparameters": summ["config"].get("hyperparameter_source", "given")}
 
 
 def cell_table(dataset: str, cells: list[tuple[str, str, str, float]], epsilons: list[float],
                paper: pd.DataFrame, *, profile: str, seeds: list[int]) -> pd.DataFrame:
     """``cells``: (paper method label, paper parameter, our method, k) per column of the
-    table; one row per (ε, cell)."""
+    table; one row per (ε, cell), for the budgets asked and every budget with a committed
+    paper-scale cell of these columns."""
     committed = committed_summaries(dataset, "paper")
+    names = {cell_name(method, k, 1.0).rsplit("-eps", 1)[0] for _, _, method, k in cells}
+    landed = {math.inf if s["epsilon"] is None else float(s["epsilon"])
+              for c, s in committed.items() if c.rsplit("-eps", 1)[0] in names}
     rows = []
-    for eps in epsilons:
+    for eps in sorted(set(epsilons) | landed):
         for label, parameter, method, k in cells:
             summ = committed.get(cell_name(method, k, eps)) or run_cell(
                 dataset, eps, method, k, profile, seeds=seeds)
@@ -87,3 +99,25 @@ def similar_or_better(table: pd.DataFrame, top: str = "TopAgg", base: str = "GM-
             out.append((eps, best.ours - float(b.ours.iloc[0]),
                         math.hypot(best.ours_std, float(b.ours_std.iloc[0])), best.parameter))
     return out
+
+
+def search_table(dataset: str, root=None) -> pd.DataFrame:
+    """The committed validation-split searches (``train.run_search``), one row per cell: the
+    clean choice (best validation accuracy) and the test-selected one (the paper's way), each
+    with its hyper-parameters and its single-seed test accuracy in percent."""
+    rows = []
+    for cell, s in committed_searches(dataset, root).items():
+        grid = {r["point"]: r for r in s["grid"]}
+        v, t = grid[s["selected_validation"]["point"]], grid[s["selected_test"]["point"]]
+
+        def hp(r: dict[str, Any]) -> str:
+            return ", ".join(f"{p}={r[p]:g}" for p in SEARCH_PARAMETERS)
+        rows.append({"cell": cell, "epsilon": s["epsilon"], "points": len(grid),
+                     "validation_records": s["validation"], "profile": s["profile"],
+                     "clean_choice": hp(v), "clean_validation": 100 * v["final_validation"],
+                     "clean_test_final": 100 * v["final"], "test_choice": hp(t),
+                     "test_choice_best": 100 * t["best"], "same_choice": v is t})
+    return pd.DataFrame(rows, columns=["cell", "epsilon", "points", "validation_records",
+                                       "profile", "clean_choice", "clean_validation",
+                                       "clean_test_final", "test_choice", "test_choice_best",
+                                       "same_choice"])
