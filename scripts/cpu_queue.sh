@@ -98,25 +98,29 @@ JOBS=(
   "dpsgd-search dimtopk 0.6 0.1 5"
   "dpsgd gmdp 1 inf 5" "dpsgd normtopk 0.6 inf 5" "dpsgd normtopk 0.7 inf 5"
   "dpsgd normtopk 0.8 inf 5"
+  # issue 13's offline extra (ours, not the paper's): Fashion-MNIST at eps = 1, MNIST settings
+  "dpsgd gmdp 1 1.0 5 fashion-mnist" "dpsgd normtopk 0.6 1.0 5 fashion-mnist"
+  "dpsgd normtopk 0.7 1.0 5 fashion-mnist" "dpsgd normtopk 0.8 1.0 5 fashion-mnist"
   # issue 10: the label-free teacher split (standard replace-one DP; data.partition): every
   # teacher its own label sequence, so G-PATE's cost per step (~4-5x a DataLens step here)
   "datalens mnist-eps1 paper-cpu-shuffled 30 moment_dtype=bfloat16 chunk=12 partition=shuffled"
 )
 
-run_dpsgd() {  # dpsgd METHOD K EPS SEEDS: one tab:dpsgd cell at paper scale, on MNIST
-  read -r _ m k eps seeds <<<"$1"
+run_dpsgd() {  # dpsgd METHOD K EPS SEEDS [DATASET]: one tab:dpsgd cell (default MNIST)
+  read -r _ m k eps seeds ds <<<"$1"
+  ds=${ds:-mnist}
   local cell out dest
   cell=$(.venv/bin/python -c "from datalens_lib.dpsgd.train import cell_name; \
 print(cell_name('$m', float('$k'), float('$eps')))")
-  out=runs/queue/dpsgd/mnist/$cell/paper dest=data/results/dpsgd/mnist/$cell/paper
+  out=runs/queue/dpsgd/$ds/$cell/paper dest=data/results/dpsgd/$ds/$cell/paper
   if [[ -f $dest/summary.json ]] && (( $(ls "$dest"/seed*.json | wc -l) >= seeds )); then
-    echo "[queue] dpsgd $cell: already committed, skipped"; return
+    echo "[queue] dpsgd $ds $cell: already committed, skipped"; return
   fi
-  echo "[queue] dpsgd $cell: $seeds seeds (finished seeds are skipped)"
-  "$DL" dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" --seeds "$seeds" \
+  echo "[queue] dpsgd $ds $cell: $seeds seeds (finished seeds are skipped)"
+  "$DL" dpsgd --dataset "$ds" --method "$m" --k "$k" --epsilon "$eps" --seeds "$seeds" \
     --profile paper --out "$out" --quiet
   mkdir -p "$dest" && cp "$out"/seed*.json "$out/summary.json" "$dest/"
-  echo "[queue] dpsgd $cell: records copied to $dest"
+  echo "[queue] dpsgd $ds $cell: records copied to $dest"
 }
 
 run_dpsgd_search() {  # dpsgd-search METHOD K EPS SEEDS: a budget tab:dpsgd-search lacks
