@@ -319,10 +319,23 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
 
 
 def committed_match(config: str, overrides: dict[str, Any] | None = None,
-                    root: Path | None = None) -> dict[str, Any] | None:
+                    root: Path | None = None, *, cpu_family: bool = False
+                    ) -> dict[str, Any] | None:
     """A committed paper-profile run of ``config`` whose settings equal the paper profile with
-    ``overrides`` (compute-only keys such as ``chunk`` are ignored)."""
-    want = load_config(config, "paper", **(overrides or {})).to_dict()
+    ``overrides`` (compute-only keys such as ``chunk`` are ignored). ``cpu_family``: when no
+    such run exists, accept the CPU family's run of the same setting (bfloat16 Adam moments,
+    the only way 4000 teachers fit 24 GiB; its record says so), unless ``overrides`` name the
+    moments themselves."""
+    found = _committed_match(config, overrides or {}, root)
+    if found is None and cpu_family and "moment_dtype" not in (overrides or {}):
+        found = _committed_match(config, {**(overrides or {}), "moment_dtype": "bfloat16"},
+                                 root)
+    return found
+
+
+def _committed_match(config: str, overrides: dict[str, Any],
+                     root: Path | None) -> dict[str, Any] | None:
+    want = load_config(config, "paper", **overrides).to_dict()
     ignore = {"chunk", "notes"}
     for s in committed_runs(root):
         if s.get("config") != config:

@@ -58,7 +58,7 @@ with store.Timer() as timer:
                 over = overrides(name, v)
                 mine = book.run_datalens(config, profile, seed=seed, overrides=over,
                                          device=device)
-                shown = book.best_of(mine, book.committed_match(config, {name: v}))
+                shown = book.best_of(mine, book.committed_match(config, {name: v}, cpu_family=True))
                 rows.append({"dataset": ds, "hyperparameter": name, "value": v,
                              "parameter": f"{name}={int(v) if name != 'beta' else v}",
                              "profile": shown["profile"], "ours": shown["acc_paper"],

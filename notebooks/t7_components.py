@@ -55,7 +55,7 @@ with store.Timer() as timer:
                 if "below what one generator step costs" not in str(err):
                     raise
                 mine = None
-            shown = book.best_of(mine, book.committed_match(config, over))
+            shown = book.best_of(mine, book.committed_match(config, over, cpu_family=True))
             if shown is None:
                 rows.append({"dataset": ds, "parameter": label, "profile": profile,
                              "ours": None, "ours_clean": None, "steps": 0,

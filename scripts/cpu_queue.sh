@@ -101,6 +101,19 @@ JOBS=(
   # issue 13's offline extra (ours, not the paper's): Fashion-MNIST at eps = 1, MNIST settings
   "dpsgd gmdp 1 1.0 5 fashion-mnist" "dpsgd normtopk 0.6 1.0 5 fashion-mnist"
   "dpsgd normtopk 0.7 1.0 5 fashion-mnist" "dpsgd normtopk 0.8 1.0 5 fashion-mnist"
+  # issue 12: tab:hyperparam (T4) and tab:components (T7) on MNIST; beta = 0 is also T7's
+  # "no thresholding"; k = 784 is "no top-k" (4x the sensitivity: ~21 steps)
+  "datalens mnist-eps1 paper-cpu-k784 30 moment_dtype=bfloat16 chunk=12 k=784"
+  "datalens mnist-eps1 paper-cpu-stochasticfalse 30 moment_dtype=bfloat16 chunk=12 stochastic=false"
+  "datalens mnist-eps1 paper-cpu-beta0.0 30 moment_dtype=bfloat16 chunk=12 beta=0.0"
+  "datalens mnist-eps1 paper-cpu-k100 30 moment_dtype=bfloat16 chunk=12 k=100"
+  "datalens mnist-eps1 paper-cpu-k300 30 moment_dtype=bfloat16 chunk=12 k=300"
+  "datalens mnist-eps1 paper-cpu-teachers2000 30 moment_dtype=bfloat16 chunk=12 teachers=2000"
+  "datalens mnist-eps1 paper-cpu-teachers3000 30 moment_dtype=bfloat16 chunk=12 teachers=3000"
+  "datalens mnist-eps1 paper-cpu-beta0.1 30 moment_dtype=bfloat16 chunk=12 beta=0.1"
+  "datalens mnist-eps1 paper-cpu-beta0.3 30 moment_dtype=bfloat16 chunk=12 beta=0.3"
+  "datalens mnist-eps1 paper-cpu-beta0.5 30 moment_dtype=bfloat16 chunk=12 beta=0.5"
+  "datalens mnist-eps1 paper-cpu-beta0.9 30 moment_dtype=bfloat16 chunk=12 beta=0.9"
   # issue 10: the label-free teacher split (standard replace-one DP; data.partition): every
   # teacher its own label sequence, so G-PATE's cost per step (~4-5x a DataLens step here)
   "datalens mnist-eps1 paper-cpu-shuffled 30 moment_dtype=bfloat16 chunk=12 partition=shuffled"

@@ -102,6 +102,16 @@ cell datalens mnist-eps1 paper-shuffled 0 chunk=1000 partition=shuffled
 # issue 12, item 4: the paper text's eps = 10 settings (k = 350, sigma = 900)
 cell datalens mnist-eps10 paper-text-k350-s900 0 chunk=1000 k=350 sigma=900
 cell datalens fashion-mnist-eps10 paper-text-k350-s900 0 chunk=1000 k=350 sigma=900
+# issue 12: tab:hyperparam (T4) and tab:components (T7) at paper scale; beta = 0 is also T7's
+# "no thresholding" (the default beta, k and teachers are the main cells)
+for cfg in mnist-eps1 fashion-mnist-eps1; do
+  for kv in k=100 k=300 teachers=2000 teachers=3000 beta=0.0 beta=0.1 beta=0.3 beta=0.5 \
+      beta=0.7 beta=0.9 k=784 stochastic=false; do
+    [[ $cfg == mnist-eps1 && $kv == beta=0.7 ]] && continue  # MNIST's default
+    [[ $cfg == fashion-mnist-eps1 && $kv == beta=0.9 ]] && continue  # Fashion's default
+    cell datalens "$cfg" "paper-${kv/=/}" 0 chunk=1000 "$kv"
+  done
+done
 cell dcgan mnist-epsinf paper 0
 cell dcgan fashion-mnist-epsinf paper 0
 echo "[gpu-queue] stopped after $SECONDS s; $(tar -tf "$OUT/records.tar" 2>/dev/null | grep -c json) records in records.tar"

@@ -294,3 +294,29 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     assert sp["paper"] == 0.7123
     cpu = spread.loc[("mnist-eps1", "cpu")]  # paper-cpu-fast and paper-cpu-seed1, not variants
     assert cpu["seeds"] == 2 and cpu["mean"] == pytest.approx(0.62)
+
+
+def test_committed_match_finds_the_setting_and_the_cpu_family_only_when_asked(tmp_path):
+    """T4/T7 read a committed grid cell by its settings: a GPU (float32 moments) run first,
+    the CPU family's bfloat16-moment run only with cpu_family=True; other settings never."""
+    committed = Path(__file__).resolve().parents[1] / "data" / "results" / "datalens"
+    rec = json.loads((committed / "mnist-eps1" / "paper" / "run.json").read_text())
+
+    def run(folder, acc, **cfg):
+        d = tmp_path / "datalens" / "mnist-eps1" / folder
+        d.mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps({**rec, "config": {**rec["config"], **cfg}}))
+        (d / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": acc,
+                                                      "clean": acc}))
+
+    run("paper-k100", 0.5, k=100)
+    run("paper-cpu-k300", 0.4, k=300, moment_dtype="bfloat16", chunk=12)
+    run("paper-cpu-k300-bf16", 0.3, k=300, moment_dtype="bfloat16", compute_dtype="bfloat16")
+    hit = book.committed_match("mnist-eps1", {"k": 100}, tmp_path)
+    assert hit["acc_paper"] == 0.5 and hit["run_dir"].endswith("paper-k100")
+    assert book.committed_match("mnist-eps1", {"k": 300}, tmp_path) is None
+    cpu = book.committed_match("mnist-eps1", {"k": 300}, tmp_path, cpu_family=True)
+    assert cpu["run_dir"].endswith("paper-cpu-k300")  # not the bfloat16-compute one
+    assert book.committed_match("mnist-eps1", {"k": 300, "moment_dtype": "float32"}, tmp_path,
+                                cpu_family=True) is None
+    assert book.committed_match("mnist-eps1", {"k": 250}, tmp_path, cpu_family=True) is None
