@@ -319,12 +319,15 @@ def _cmd_dpsgd(args: argparse.Namespace) -> int:
                   f"{summ['final']['std'] or 0:.4f} ({summ['folder']})")
         return 0
     try:
+        if args.validation is not None and not args.search:
+            raise ValueError("--validation sets the held-out split of --search; give --search")
         if args.search:  # issue 13: the clean-protocol search, then the seeds with its choice
             from .dpsgd.train import run_search, searched_hyperparameters
 
             found = run_search(args.dataset, float(args.epsilon), args.method, args.k,
                                args.profile, out=Path(args.search),
-                               validation=args.validation, progress=not args.quiet)
+                               validation=args.validation or 10_000,
+                               progress=not args.quiet, **over)
             v, t = found["selected_validation"], found["selected_test"]
             print(f"search ({len(found['grid'])} points, {found['validation']} held out): "
                   f"validation picks point {v['point']}, test would pick point {t['point']}")
@@ -565,7 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="first search the grid spanned by tab:dpsgd-search's neighbouring "
                     "budgets on a held-out validation split (records in DIR, resumable), then "
                     "train the seeds with the validation choice")
-    dp.add_argument("--validation", type=int, default=10_000,
+    dp.add_argument("--validation", type=int, default=None,
                     help="records held out for --search (default 10000)")
     dp.add_argument("--control", action="store_true",
                     help="tab:control: TopAgg, TopK-GM-DP, TopK-SGD, GM-DP and clipped SGD "

@@ -65,11 +65,13 @@ table.round(2)
 # ## Hyper-parameters
 #
 # At ε = 0.05, 0.2 and 1 the settings are the paper's own search results (`tab:dpsgd-search`,
-# transcribed in `data/paper/tab_dpsgd_search.csv`). The paper searched on the test set, and
-# lists no settings for its other budgets. For those, we run a clean search
+# transcribed in `data/paper/tab_dpsgd_search.csv`). The paper does not say which data its
+# search selected on (its tables report test accuracy), and lists no settings for its other
+# budgets. For those, we run a clean search
 # (`datalens dpsgd … --search DIR`): every combination of the values the paper chose at the two
 # searched budgets on either side, each trained once on 50k training records, and chosen by
-# accuracy on the 10k held-out ones. The test-selected point (the paper's way) is reported
+# accuracy on the 10k held-out ones. Points whose σ and B fit no step in the budget are
+# recorded as infeasible. The test-selected point (possibly the paper's way) is reported
 # beside the clean one. Each row's *hyperparameters* column above says where its settings
 # came from. A cell without a committed search uses the nearest searched budget's row. No
 # ledger counts the privacy cost of any search, the paper's included.

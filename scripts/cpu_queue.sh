@@ -29,6 +29,7 @@
 # the change stated in configs/gpate/*.json).
 # bfloat16 Adam moments are what lets 4000 MNIST teachers fit 24 GiB (datalens_lib.ensemble).
 set -euo pipefail
+SELF="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/.."
 export DATALENS_DATA_DIR=${DATALENS_DATA_DIR:-$(cd .. && pwd)/shared/datasets}
 DL=${DL:-.venv/bin/datalens}
@@ -250,5 +251,9 @@ if [[ $# -gt 0 ]]; then
   fi
   run_job "${JOBS[$(($1 - 1))]}"
 else
-  for j in "${JOBS[@]}"; do run_job "$j"; done
+  # each job in its own bash (set -e applies inside it): a failing job is reported and the
+  # queue goes on with the next one
+  for i in "${!JOBS[@]}"; do
+    bash "$SELF" $((i + 1)) || echo "[queue] FAILED (exit $?): ${JOBS[$i]}"
+  done
 fi

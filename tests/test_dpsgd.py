@@ -421,29 +421,32 @@ def test_search_selects_on_validation_and_reports_the_test_choice(tmp_path, monk
     from datalens_lib.dpsgd import train as tr
 
     calls = []
-    # validation prefers C = 12, the test set prefers C = 10 with sigma 1.6
-    val = {(1.6, 10.0): 0.80, (1.6, 12.0): 0.90, (3.6, 10.0): 0.70, (3.6, 12.0): 0.85}
-    test = {(1.6, 10.0): 0.95, (1.6, 12.0): 0.88, (3.6, 10.0): 0.70, (3.6, 12.0): 0.80}
+    # sigma 1.6 (eps 1's choice) fits no step at eps 0.5 with B = 512: only sigma 3.6 runs;
+    # validation prefers C = 12, the test set C = 10
+    val = {(3.6, 10.0): 0.70, (3.6, 12.0): 0.85}
+    test = {(3.6, 10.0): 0.95, (3.6, 12.0): 0.80}
 
     def fake_train(cfg, seed=0, progress=False):
         key = (cfg.sigma, cfg.max_grad_norm)
         calls.append(key)
         assert cfg.validation == 10_000 and cfg.train_examples == 50_000
-        return {"config": cfg.to_dict(), "steps": 7, "final_validation": val[key],
+        return {"config": cfg.to_dict(), "seed": seed, "steps": 7,
+                "final_validation": val[key],
                 "final": test[key] - 0.01, "best": test[key]}
 
     monkeypatch.setattr(tr, "train_dpsgd", fake_train)
     found = tr.run_search("mnist", 0.5, "normtopk", 0.7, "paper", out=tmp_path)
     sel_v, sel_t = found["selected_validation"], found["selected_test"]
-    assert (sel_v["sigma"], sel_v["max_grad_norm"]) == (1.6, 12.0)
-    assert (sel_t["sigma"], sel_t["max_grad_norm"]) == (1.6, 10.0)
-    assert len(calls) == 4 and "no ledger" in found["privacy"]
+    assert (sel_v["sigma"], sel_v["max_grad_norm"]) == (3.6, 12.0)
+    assert (sel_t["sigma"], sel_t["max_grad_norm"]) == (3.6, 10.0)
+    assert len(calls) == 2 and "no ledger" in found["privacy"]
+    assert [r["status"] for r in found["grid"]].count("trained") == 2
     assert json.loads((tmp_path / "search.json").read_text())["selected_validation"] == sel_v
     tr.run_search("mnist", 0.5, "normtopk", 0.7, "paper", out=tmp_path)
-    assert len(calls) == 4  # resumed from the point records
+    assert len(calls) == 2  # resumed from the point records
     over = tr.searched_hyperparameters(found)
     cfg = make_config("mnist", 0.5, "normtopk", 0.7, "paper", **over)
-    assert (cfg.sigma, cfg.max_grad_norm, cfg.validation) == (1.6, 12.0, 0)
+    assert (cfg.sigma, cfg.max_grad_norm, cfg.validation) == (3.6, 12.0, 0)
     assert cfg.hyperparameter_source.startswith("validation grid search: point")
 
 
@@ -504,3 +507,29 @@ def test_cell_table_shows_every_committed_budget(monkeypatch):
     assert ("gmdp", 0.5) not in ran and ("normtopk", 0.5) in ran
     row = t[(t.epsilon == 0.5) & (t.method == "GM-DP")].iloc[0]
     assert row.profile == "paper" and row.difference is not None
+
+
+def test_search_skips_points_that_fit_no_step_at_the_real_step_counts(tmp_path, monkeypatch):
+    """At eps = 0.3 the GM-DP grid spans eps 0.2's and eps 1's choices; sigma 1.8 with B 512
+    does not fit one step (paper ledger, n = 50k): such points are recorded as infeasible,
+    never trained and never selected."""
+    from datalens_lib.dpsgd import train as tr
+
+    trained = []
+
+    def fake_train(cfg, seed=0, progress=False):
+        steps = tr.dpsgd_steps_for_budget(0.3, cfg.batch_size / cfg.train_examples,
+                                          cfg.sigma, cfg.delta, "paper")
+        assert steps > 0  # only feasible points reach training
+        trained.append(cfg.sigma)
+        return {"config": cfg.to_dict(), "seed": seed, "steps": steps,
+                "final_validation": 0.5 + cfg.lr, "final": 0.5, "best": 0.6}
+
+    monkeypatch.setattr(tr, "train_dpsgd", fake_train)
+    found = tr.run_search("mnist", 0.3, "gmdp", 1.0, "paper", out=tmp_path)
+    bad = [r for r in found["grid"] if r["status"].startswith("infeasible")]
+    assert bad and all(r["sigma"] == 1.8 and r["steps"] == 0 for r in bad)
+    assert len(trained) == len(found["grid"]) - len(bad) > 0
+    assert found["selected_validation"]["sigma"] != 1.8
+    with pytest.raises(ValueError, match="sets"):
+        tr.run_search("mnist", 0.3, "gmdp", 1.0, "paper", out=tmp_path, lr=0.3)

@@ -264,3 +264,28 @@ def test_snapshot_below_one_step_is_missing_not_the_untrained_generator(tmp_path
     rec = Run(m, tmp_path, checkpoint_every=0, progress=False,
               snapshot_budgets=(tiny,)).run()
     assert "missing" in rec["snapshots"][0]
+
+
+def test_snapshots_survive_a_config_field_added_later_but_not_another_setting(tmp_path,
+                                                                              mnist_dir):
+    """A run resumed under code that added a config field (its default unchanged) keeps its
+    snapshots; a snapshot of another setting is refused."""
+    over = {"max_steps": None, "n_samples": 20}
+    m = _method("datalens", mnist_dir, **over)
+    budget = (m.acc.epsilon_if(m.batch) + m.acc.epsilon_if(2 * m.batch)) / 2
+    run = Run(m, tmp_path, checkpoint_every=1, progress=False, snapshot_budgets=(budget,))
+    run.run(stop_after=2)
+    path = run._snapshot_path(budget)
+    st = torch.load(path, weights_only=True)
+    del st["config"]["partition"]  # as written before the field existed
+    torch.save(st, path)
+    rec = Run(_method("datalens", mnist_dir, **over), tmp_path, checkpoint_every=1,
+              progress=False, snapshot_budgets=(budget,)).run(resume=True)
+    assert rec["snapshots"][0]["step"] == 1
+    st["config"]["k"] += 1
+    torch.save(st, path)
+    (tmp_path / f"samples-eps{budget:g}.npz").unlink()
+    (tmp_path / "run.json").unlink()
+    with pytest.raises(ValueError, match="belongs to another config"):
+        Run(_method("datalens", mnist_dir, **over), tmp_path, checkpoint_every=1,
+            progress=False, snapshot_budgets=(budget,)).run(resume=True)

@@ -24,7 +24,7 @@ Which neighbouring relation that assumption holds for depends on the partition (
 
 Neither is stable under adding or removing a record (the relation the paper states, after
 Abadi et al.): the record count sets the part size and the left-over draw, so every part can
-change. Both ledgers are therefore bounded (replace-one) DP, as PATE's and G-PATE's are.
+change. Both give replacement (bounded) DP only, with the relation stated above for each.
 """
 
 from __future__ import annotations

@@ -102,9 +102,10 @@ def similar_or_better(table: pd.DataFrame, top: str = "TopAgg", base: str = "GM-
 
 
 def search_table(dataset: str, root=None) -> pd.DataFrame:
-    """The committed validation-split searches (``train.run_search``), one row per cell: the
-    clean choice (best validation accuracy) and the test-selected one (the paper's way), each
-    with its hyper-parameters and its single-seed test accuracy in percent."""
+    """The committed validation-split searches (``train.run_search``), one row per cell: its
+    grid size and how many points fit no step in the budget, the clean choice (best
+    validation accuracy) and the test-selected one (the paper's way), each with its
+    hyper-parameters and its single-seed test accuracy in percent."""
     rows = []
     for cell, s in committed_searches(dataset, root).items():
         grid = {r["point"]: r for r in s["grid"]}
@@ -112,12 +113,15 @@ def search_table(dataset: str, root=None) -> pd.DataFrame:
 
         def hp(r: dict[str, Any]) -> str:
             return ", ".join(f"{p}={r[p]:g}" for p in SEARCH_PARAMETERS)
+        infeasible = sum(str(r.get("status", "")).startswith("infeasible") for r in s["grid"])
         rows.append({"cell": cell, "epsilon": s["epsilon"], "points": len(grid),
+                     "infeasible_points": infeasible,
                      "validation_records": s["validation"], "profile": s["profile"],
                      "clean_choice": hp(v), "clean_validation": 100 * v["final_validation"],
                      "clean_test_final": 100 * v["final"], "test_choice": hp(t),
                      "test_choice_best": 100 * t["best"], "same_choice": v is t})
-    return pd.DataFrame(rows, columns=["cell", "epsilon", "points", "validation_records",
+    return pd.DataFrame(rows, columns=["cell", "epsilon", "points", "infeasible_points",
+                                       "validation_records",
                                        "profile", "clean_choice", "clean_validation",
                                        "clean_test_final", "test_choice", "test_choice_best",
                                        "same_choice"])

@@ -427,7 +427,7 @@ def search_grid(dataset: str, epsilon: float, method: str, k: float) -> list[dic
 
 def run_search(dataset: str, epsilon: float, method: str, k: float, profile: str, *,
                out: Path, validation: int = 10_000, seed: int = 0,
-               progress: bool = False) -> dict[str, Any]:
+               progress: bool = False, **overrides: Any) -> dict[str, Any]:
     """The clean-protocol hyper-parameter search of one cell (issue 13): every point of
     :func:`search_grid` trained once (``seed``) on the training set minus a held-out
     validation split of ``validation`` records (:func:`validation_split`; the smoke profile
@@ -439,40 +439,65 @@ def run_search(dataset: str, epsilon: float, method: str, k: float, profile: str
     - ``selected_test``: the point with the best test accuracy at any evaluation: selection on
       test data, as the paper's protocol may have done; reported beside the clean one only.
 
+    A point whose σ and B do not fit a single step in the budget (the neighbouring budgets'
+    choices need not fit this one) is recorded as infeasible and selected by neither rule.
+    ``overrides``: other settings for every point (as ``make_config``'s; not the searched
+    ones).
+
     Privacy: the search reads private training data (its validation split), and no ledger
     here includes its cost (nor did the paper's); the record says so."""
     from ..provenance import atomic_write_json, provenance
 
+    clash = set(overrides) & {*SEARCH_PARAMETERS, "validation"}
+    if clash:
+        raise ValueError(f"the search sets {sorted(clash)} itself; do not override them")
     grid = search_grid(dataset, epsilon, method, k)
-    base = make_config(dataset, epsilon, method, k, profile)
+    base = make_config(dataset, epsilon, method, k, profile, **overrides)
     held = min(validation, base.train_examples // 4) if profile == "smoke" else validation
-    base = make_config(dataset, epsilon, method, k, profile, validation=held)  # smoke's σ
+    base = make_config(dataset, epsilon, method, k, profile, validation=held,
+                       **overrides)  # (the smoke profile raises σ for the smaller n)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
+    done: dict[str, dict[str, Any]] = {}  # config -> record (smoke repeats configs)
     for i, hp in enumerate(grid):
         # smoke keeps its small batch, 3 steps and raised sigma (a pipeline check): only the
         # learning rate and the clipping norm vary there
         varied = {p: v for p, v in hp.items()
                   if profile != "smoke" or p in ("lr", "max_grad_norm")}
-        cfg = replace(base, **varied,
-                      hyperparameter_source=f"grid search point {i} of {len(grid)}")
-        path = out / f"point{i}.json"
-        if path.exists() and cfg.matches(json.loads(path.read_text())["config"]):
-            rec = json.loads(path.read_text())
+        cfg = replace(base, **varied, hyperparameter_source="grid search")
+        used = {p: getattr(cfg, p) for p in SEARCH_PARAMETERS}
+        if cfg.steps is None and dpsgd_steps_for_budget(
+                epsilon, cfg.batch_size / cfg.train_examples, cfg.sigma, cfg.delta,
+                "paper") == 0:
+            rows.append({"point": i, **used, "steps": 0, "final_validation": None,
+                         "final": None, "best": None,
+                         "status": "infeasible: not one step fits the budget"})
+            continue
+        path, key = out / f"point{i}.json", json.dumps(cfg.to_dict(), sort_keys=True)
+        old = json.loads(path.read_text()) if path.exists() else None
+        if old is not None and cfg.matches(old["config"]) and old.get("seed") == seed:
+            rec = old
+        elif key in done:
+            rec = done[key]
         else:
             rec = train_dpsgd(cfg, seed=seed, progress=progress)
             rec.update({"profile": profile, **provenance()})
             atomic_write_json(path, rec)
-        used = {p: rec["config"][p] for p in SEARCH_PARAMETERS}
+        done[key] = rec
         rows.append({"point": i, **used, "steps": rec["steps"],
                      "final_validation": rec["final_validation"], "final": rec["final"],
-                     "best": rec["best"]})
-    by_val = max(rows, key=lambda r: (r["final_validation"], -r["point"]))
-    by_test = max(rows, key=lambda r: (r["best"], -r["point"]))
+                     "best": rec["best"], "status": "trained"})
+    ran = [r for r in rows if r["status"] == "trained"]
+    if not ran:
+        raise ValueError(f"no point of the {len(grid)}-point grid fits one step in "
+                         f"epsilon = {epsilon}")
+    by_val = max(ran, key=lambda r: (r["final_validation"], -r["point"]))
+    by_test = max(ran, key=lambda r: (r["best"], -r["point"]))
     summ = {"cell": cell_name(method, base.k, epsilon), "dataset": dataset, "method": method,
             "k": base.k, "epsilon": epsilon, "profile": profile, "seed": seed,
             "validation": held, "parameters": list(SEARCH_PARAMETERS), "grid": rows,
+            "overrides": overrides,
             "selected_validation": {p: by_val[p] for p in ("point", *SEARCH_PARAMETERS)},
             "selected_test": {p: by_test[p] for p in ("point", *SEARCH_PARAMETERS)},
             "privacy": "the search reads the private training set (its validation split); "

@@ -244,7 +244,10 @@ class Run:
                                 "already spent when snapshots were first asked for"})
                     continue
                 st = torch.load(self._snapshot_path(b), map_location="cpu", weights_only=True)
-                if st.get("config") != m.cfg.to_dict() or st.get("seed") != m.seed:
+                # from_dict: config fields added after the snapshot was written take their
+                # defaults (a run resumed across such a change keeps its snapshots)
+                if "config" not in st or type(m.cfg).from_dict(st["config"]) != m.cfg \
+                        or st.get("seed") != m.seed:
                     raise ValueError(f"{self._snapshot_path(b)} belongs to another config or "
                                      "seed; delete the snapshots folder")
                 name = f"samples-eps{b:g}.npz"
