@@ -152,19 +152,25 @@ class DPSGDConfig:
         return train_size(self.dataset, self.train_limit) - self.validation
 
 
+def _search_rows(dataset: str) -> tuple[str, pd.DataFrame]:
+    """``tab:dpsgd-search``'s rows for ``dataset`` and the dataset they were searched on
+    (Fashion-MNIST is not in the appendix, our offline extra: MNIST's settings, said so)."""
+    searched = {"fashion-mnist": "mnist"}.get(dataset, dataset)
+    df = pd.read_csv(PAPER_DIR / "tab_dpsgd_search.csv", dtype={"parameter": str},
+                     keep_default_na=False)
+    df = df[df.dataset == searched]
+    if df.empty:
+        raise ValueError(f"tab:dpsgd-search has no {dataset} rows")
+    return searched, df
+
+
 def paper_hyperparameters(dataset: str, epsilon: float, method: str, k: float
                           ) -> dict[str, Any]:
     """C, σ, B, lr of ``tab:dpsgd-search`` for this cell (nearest searched ε in log scale
     where the paper lists none, the smaller one on a tie; dimension-based top-k uses the
     NormTopK row of the same k, or of k = 0.6 for k outside {0.6, 0.7, 0.8}). The returned
     ``hyperparameter_source`` says which row was taken."""
-    df = pd.read_csv(PAPER_DIR / "tab_dpsgd_search.csv", dtype={"parameter": str},
-                     keep_default_na=False)
-    # Fashion-MNIST is not in the appendix (our offline extra): MNIST's settings, said so
-    searched = {"fashion-mnist": "mnist"}.get(dataset, dataset)
-    df = df[df.dataset == searched]
-    if df.empty:
-        raise ValueError(f"tab:dpsgd-search has no {dataset} rows")
+    searched, df = _search_rows(dataset)
     eps_grid = sorted({float(e) for e in df.epsilon})
     # ties (0.1 sits halfway between 0.05 and 0.2 in log scale) go to the smaller budget
     near = min(eps_grid, key=lambda e: (round(abs(math.log(e) - math.log(epsilon)), 9), e))
@@ -408,12 +414,7 @@ def search_grid(dataset: str, epsilon: float, method: str, k: float) -> list[dic
     if not math.isfinite(epsilon):
         raise ValueError("epsilon = inf trains without noise for a fixed number of steps: "
                          "there is nothing to search")
-    searched = {"fashion-mnist": "mnist"}.get(dataset, dataset)
-    df = pd.read_csv(PAPER_DIR / "tab_dpsgd_search.csv", dtype={"parameter": str},
-                     keep_default_na=False)
-    grid_eps = sorted({float(e) for e in df[df.dataset == searched].epsilon})
-    if not grid_eps:
-        raise ValueError(f"tab:dpsgd-search has no {dataset} rows")
+    grid_eps = sorted({float(e) for e in _search_rows(dataset)[1].epsilon})
     below = [e for e in grid_eps if e <= epsilon]
     above = [e for e in grid_eps if e >= epsilon]
     brackets = sorted({below[-1] if below else above[0], above[0] if above else below[-1]})
@@ -573,21 +574,20 @@ def committed_summaries(dataset: str, profile: str = "paper",
                         root: Path | None = None) -> dict[str, dict[str, Any]]:
     """Committed cells: ``data/results/dpsgd/<dataset>/<cell>/<profile>/summary.json`` by
     cell name."""
-    from ..results import RESULTS_DIR
-
-    base = (root or RESULTS_DIR) / "dpsgd" / dataset
-    return {p.parent.parent.name: json.loads(p.read_text())
-            for p in sorted(base.glob(f"*/{profile}/summary.json"))}
+    return _committed(dataset, f"*/{profile}/summary.json", root)
 
 
 def committed_searches(dataset: str, root: Path | None = None) -> dict[str, dict[str, Any]]:
     """Committed grid searches: ``data/results/dpsgd/<dataset>/<cell>/search/search.json`` by
     cell name."""
+    return _committed(dataset, "*/search/search.json", root)
+
+
+def _committed(dataset: str, pattern: str, root: Path | None) -> dict[str, dict[str, Any]]:
     from ..results import RESULTS_DIR
 
     base = (root or RESULTS_DIR) / "dpsgd" / dataset
-    return {p.parent.parent.name: json.loads(p.read_text())
-            for p in sorted(base.glob("*/search/search.json"))}
+    return {p.parent.parent.name: json.loads(p.read_text()) for p in sorted(base.glob(pattern))}
 
 
 #: ``tab:control``: the five scenarios, as (compression k or 1, noise std in units of C as a
