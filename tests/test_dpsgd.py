@@ -48,6 +48,18 @@ def test_norm_topk_prefilter_gives_the_full_sort_result():
     for g, k in ((heavy, 0.7), (flat, 0.8), (heavy, 0.99)):
         assert torch.equal(norm_topk(g, k), norm_topk(g, k, prefilter=None))
         assert torch.equal(norm_topk(g, k, prefilter=64), norm_topk(g, k, prefilter=None))
+    # one batch whose rows close at different widths (64, 256, ..., the full sort), with a
+    # zero row: each row must come out as its own full sort
+    mixed = torch.cat([heavy[:8], flat[:8], torch.zeros(1, 20000), heavy[8:16]])[
+        torch.randperm(25, generator=gen)]
+    for k in (0.5, 0.8):
+        want = norm_topk(mixed, k, prefilter=None)
+        assert torch.equal(norm_topk(mixed, k, prefilter=64), want)
+        assert torch.equal(norm_topk(mixed, k), want)
+        for row in range(25):  # and as it does alone
+            assert torch.equal(norm_topk(mixed[row:row + 1], k, prefilter=64), want[row:row + 1])
+    with pytest.raises(ValueError, match="prefilter"):
+        norm_topk(mixed, 0.5, prefilter=0)
 
 
 def test_norm_topk_empty_selection_and_zero_rows():
@@ -131,6 +143,32 @@ def test_no_processed_example_exceeds_the_stated_sensitivity(selection, scope):
     assert opt.sensitivity == pytest.approx(want)
     if selection == "norm":  # compression really happened: rows are sparse
         assert ((rows != 0).float().mean(1) < 1).all()
+
+
+@pytest.mark.parametrize("selection,k", [("dim", 0.99), ("norm", 0.5)])
+def test_the_norm_guard_equals_measuring_every_row_in_float64(selection, k):
+    """``process`` measures again in float64 only the rows near the sensitivity; the output
+    must equal scaling every row by its float64 guard, and rows at the bound must be scaled."""
+    m = _model()
+    opt = TopAggDPOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), noise_multiplier=1.0,
+                            max_grad_norm=2.0, expected_batch_size=32, k=k, selection=selection)
+    gen = torch.Generator().manual_seed(4)
+    # odd rows: small, far below the bound; even rows: one huge coordinate (clipped to C,
+    # kept whole by dim top-k) or four equal ones (NormTopK keeps exactly half of the norm)
+    grads = [torch.randn(32, *p.shape, generator=gen) * 0.01 for p in m.parameters()]
+    for g in grads:
+        g[::2] = 0
+    grads[0][::2].view(16, -1)[:, 0] = 1e6 if selection == "dim" else 0
+    if selection == "norm":
+        grads[0][::2].view(16, -1)[:, :4] = 3e5
+    got = torch.cat(opt.process(grads), 1)
+    flat = torch.cat([g.reshape(32, -1) for g in grads], 1)
+    clipped = flat * (2.0 / (flat.norm(dim=1) + 1e-6)).clamp(max=1.0)[:, None]
+    rows = norm_topk(clipped, k) if selection == "norm" else dim_topk(clipped, k)
+    guard = (opt.sensitivity * (1 - 1e-6) / rows.double().norm(dim=1)).clamp(max=1.0)
+    assert (guard[::2] < 1).all() and (guard[1::2] == 1).all()  # the guard binds somewhere
+    assert torch.equal(got, rows * guard.float()[:, None])
+    assert (got.double().norm(dim=1) <= opt.sensitivity * (1 - 1e-6) * (1 + 1e-12)).all()
 
 
 def test_empty_batches_and_non_finite_gradients():

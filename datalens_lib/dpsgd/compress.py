@@ -35,30 +35,45 @@ def _check_k(k: float) -> float:
     return float(k)
 
 
-#: NormTopK first looks at each row's PREFILTER largest squares (``torch.topk``); only when
-#: some row needs more of them to reach k ||g||^2 does it sort the rows in full. Same output
-#: (up to the order of exactly tied values), several times faster for d in the tens of
-#: thousands (a DP-SGD model's gradient).
+#: NormTopK first looks at each row's PREFILTER largest squares (``torch.topk``); a row whose
+#: selection does not end inside them is looked at again with 4x as many, and so on, up to a
+#: full sort of that row. Same output as a full sort of every row (up to the order of exactly
+#: tied values), several times faster for d in the tens of thousands (a DP-SGD model's
+#: gradient): on the Opacus MNIST CNN (d = 26,010, B = 512) the selection at k = 0.8 is 1,000
+#: to 3,600 coordinates, so a few rows need more than 2048 and only those are sorted again.
 PREFILTER = 2048
 
 
 def norm_topk(g: torch.Tensor, k: float, prefilter: int | None = PREFILTER) -> torch.Tensor:
-    """NormTopK of each row of ``g`` [B, d] (module doc)."""
+    """NormTopK of each row of ``g`` [B, d] (module doc); ``prefilter=None`` sorts every row
+    in full (the reference)."""
     k = _check_k(k)
     if k >= 1 or g.numel() == 0:
         return g
+    if prefilter is not None and prefilter < 1:
+        raise ValueError(f"prefilter must be >= 1 or None, got {prefilter!r}")
     sq = g.square()
-    limit = k * sq.sum(dim=1, keepdim=True)
+    limit = k * sq.sum(dim=1)
     d = g.shape[1]
-    if prefilter is not None and prefilter < d:
-        s, idx = torch.topk(sq, prefilter, dim=1, largest=True, sorted=True)
+    keep = torch.zeros_like(sq, dtype=torch.bool)
+    rows = torch.arange(len(sq), device=g.device)  # rows whose selection is still open
+    width = d if prefilter is None else min(prefilter, d)
+    while rows.numel():
+        sub = sq if len(rows) == len(sq) else sq[rows]
+        if width < d:
+            s, idx = torch.topk(sub, width, dim=1, largest=True, sorted=True)
+        else:
+            s, idx = torch.sort(sub, dim=1, descending=True, stable=True)
         c = torch.cumsum(s, dim=1)
-        if bool((c[:, -1:] > limit).all()):  # every row's selection ends inside the prefix
-            keep = torch.zeros_like(sq, dtype=torch.bool).scatter_(1, idx, c <= limit)
-            return g * keep
-    s, idx = torch.sort(sq, dim=1, descending=True, stable=True)
-    keep = torch.zeros_like(sq, dtype=torch.bool).scatter_(1, idx,
-                                                           torch.cumsum(s, dim=1) <= limit)
+        # closed: the prefix's sum passes the limit, so the selection ends inside it (a full
+        # sort closes every row)
+        closed = c[:, -1] > limit[rows] if width < d else torch.ones_like(rows, dtype=torch.bool)
+        if bool(closed.any()):
+            done = rows[closed]
+            keep[done] = torch.zeros(len(done), d, dtype=torch.bool, device=g.device).scatter_(
+                1, idx[closed], c[closed] <= limit[done, None])
+        rows = rows[~closed]
+        width = min(4 * width, d)
     return g * keep
 
 

@@ -88,23 +88,42 @@ class TopAggDPOptimizer(DPOptimizer):
         # an example whose gradient is not finite contributes zero (a data-independent rule:
         # a NaN row would otherwise make the whole release NaN, unbounded sensitivity)
         finite = torch.isfinite(norms)
-        flat = [torch.where(finite[:, None], f, torch.zeros_like(f)) for f in flat]
-        norms = torch.where(finite, norms, torch.zeros_like(norms))
+        if not bool(finite.all()):
+            flat = [torch.where(finite[:, None], f, torch.zeros_like(f)) for f in flat]
+            norms = torch.where(finite, norms, torch.zeros_like(norms))
         factor = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
-        flat = [f * factor[:, None] for f in flat]
         if not self.compresses:
-            return flat
+            return [f * factor[:, None] for f in flat]
         compress = SELECTIONS[self.selection]
-        if self.scope == "flat":
+        if self.scope == "flat":  # one [B, d] row per example (clipping is elementwise)
             sizes = [f.shape[1] for f in flat]
-            flat = list(torch.split(compress(torch.cat(flat, 1), self.k), sizes, dim=1))
+            flat = list(torch.split(compress(torch.cat(flat, 1).mul_(factor[:, None]),
+                                             self.k), sizes, dim=1))
         else:
-            flat = [compress(f, self.k) for f in flat]
-        # guard against float rounding: norms in float64, and a margin (1e-6 relative) larger
-        # than float32's rounding of the rescaled row, so no row ends above the sensitivity
-        out = torch.stack([f.double().norm(2, dim=1) for f in flat], dim=1).norm(2, dim=1)
-        guard = (self.sensitivity * (1 - 1e-6) / out.clamp(min=1e-300)).clamp(max=1.0)
-        return [f * guard.to(f.dtype)[:, None] for f in flat]
+            flat = [compress(f * factor[:, None], self.k) for f in flat]
+        return self._guard(flat)
+
+    def _guard(self, flat: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Scale down the (rare) rows whose norm float rounding could have put above the
+        sensitivity: norms in float64 with a margin (1e-6 relative) larger than float32's
+        rounding of the rescaled row, so no row ends above it. Only rows whose float32 norm
+        is within the float32 summation error bound (2 d u, u = 2^-24, doubled) of that margin
+        are measured again in float64; every other row's float64 factor would be clamped to 1,
+        so the output equals measuring every row in float64. ``flat``: fresh tensors (the
+        compressor's output), scaled in place."""
+        bound = self.sensitivity * (1 - 1e-6)
+        d = sum(f.shape[1] for f in flat)
+        slack = 4 * d * 2.0 ** -24  # > the relative error of a float32 norm of d terms
+        n32 = torch.stack([f.norm(2, dim=1) for f in flat], dim=1).norm(2, dim=1)
+        near = (n32 >= bound / (1 + slack)) if slack < 0.5 else torch.ones_like(n32, dtype=bool)
+        rows = near.nonzero().flatten()
+        if not len(rows):
+            return flat
+        out = torch.stack([f[rows].double().norm(2, dim=1) for f in flat], dim=1).norm(2, dim=1)
+        guard = (bound / out.clamp(min=1e-300)).clamp(max=1.0)
+        for f in flat:
+            f[rows] = f[rows] * guard.to(f.dtype)[:, None]
+        return flat
 
     def clip_and_accumulate(self) -> None:
         if not self.compresses:
