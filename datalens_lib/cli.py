@@ -200,7 +200,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         res["snapshot"] = snaps[args.snapshot]
     # an evaluation variant never takes the name of the run's own evaluation
     variant = (f"-lr{lr:g}" if lr != cfg["eval_lr"] else "") + (
-        f"-first{args.limit}" if args.limit is not None else "")
+        f"-first{args.limit}" if args.limit is not None else "") + (
+        f"-seed{args.seed}" if args.seed != 0 else "")
     name = args.name or f"{prefix}eval-{epochs}ep{variant}.json"
     atomic_write_json(run_dir / name, res)
     print(f"test accuracy: paper protocol (max over epochs) {res['paper']:.4f}, "

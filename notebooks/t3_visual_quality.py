@@ -90,6 +90,28 @@ agree = table[table.metric == "inception_score"][
      "classifier_sha256"]]
 agree.round(4)
 
+# %% [markdown]
+# ## Do the published subsets stand for their runs?
+# A 10,000-image subset is only useful if it gives the run's utility back. Each row
+# re-evaluates a committed run's subset with the official CNN (paper protocol: best test
+# accuracy over epochs) beside the full run's own evaluation. At the same number of epochs the
+# subset sees a tenth of the SGD steps; `subset_same_steps` trains it for as many SGD steps as
+# the full run's evaluation (10x the epochs). `spread` is how far two evaluation seeds of the
+# *same full samples* lie apart: the noise of the evaluation itself.
+
+# %%
+reeval = report.subset_reevaluations()
+if len(reeval):
+    reeval = reeval[reeval.dataset.isin(datasets)]
+    ok = reeval[reeval.difference.notna()]
+    display(Markdown(" ".join(
+        f"{r.method} {r.run}: the subset at {r.subset_same_steps_epochs} epochs gives "
+        f"{r.subset_same_steps:.4f} against {r.full_seeds.split(',')[0]} for the full run "
+        f"({r.difference * 100:+.1f} points; {r.verdict}"
+        + (f", spread {r.spread * 100:.1f} points" if pd.notna(r.spread) else "") + ")."
+        for r in ok.itertuples()) or "No published subset has been re-evaluated yet."))
+reeval.round(4)
+
 # %%
 rk = report.rankings(table[table.profile == "paper"])
 pub = table[(table.profile == "paper") & (table.method != "real data")]

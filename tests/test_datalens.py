@@ -94,6 +94,11 @@ def test_cli_train_and_evaluate(tmp_path, mnist_dir, monkeypatch, capsys):
     assert "schedule_check" not in var
     assert (out / "eval-1ep.json").read_bytes() == before
     assert (out / ".eval-lr0.001-first40-seed0.ckpt").exists()
+    # another evaluation seed is another record, never the seed-0 one
+    assert cli.main(["evaluate", str(out), "--epochs", "1", "--device", "cpu", "--seed",
+                     "1"]) == 0
+    assert json.loads((out / "eval-1ep-seed1.json").read_text())["seed"] == 1
+    assert (out / "eval-1ep.json").read_bytes() == before
     assert cli.main(["evaluate", str(tmp_path / "nothing")]) == 2
 
 

@@ -254,3 +254,34 @@ def test_cli_publish_samples_records_the_subset_and_evaluate_uses_it(tmp_path, c
     assert not (dest / "eval-1ep.json").exists()
     assert cli.main(["quality", str(dest)]) == 0
     assert json.loads((dest / "quality.json").read_text())["samples"] == "samples-200.npz"
+
+
+def test_subset_reevaluations_compare_at_the_same_number_of_sgd_steps(tmp_path):
+    from datalens_lib.quality.report import subset_reevaluations
+
+    def run(name, full, seed1, subset):
+        d = tmp_path / "datalens" / "mnist-eps1" / name
+        d.mkdir(parents=True)
+        (d / "samples-10k.npz").write_bytes(b"")
+        (d / "run.json").write_text(json.dumps({
+            "config": {"dataset": "mnist", "eval_epochs": 600}, "target_epsilon": 1.0,
+            "profile": "paper", "published_samples": {"file": "samples-10k.npz",
+                                                      "n": 10000}}))
+        for f, acc, n in (("eval-30ep.json", full, 100000), ("eval-2ep.json", 0.1, 100000),
+                          ("eval-30ep-seed1.json", seed1, 100000),
+                          ("samples-10k-eval-300ep.json", subset, 10000)):
+            if acc is not None:
+                (d / f).write_text(json.dumps({"paper": acc, "n_train": n}))
+
+    run("a", 0.64, 0.66, 0.625)  # 1.5 points off, seeds 2 points apart
+    run("b", 0.64, 0.645, 0.60)  # 4 points off, seeds 0.5 apart
+    run("c", 0.64, None, 0.63)  # one evaluation seed
+    df = subset_reevaluations(tmp_path).set_index("run")
+    assert list(df.full_epochs) == [30, 30, 30]  # the longest evaluation is the run's own
+    assert list(df.subset_same_steps_epochs) == [300, 300, 300]
+    assert df.loc["mnist-eps1/a", "difference"] == pytest.approx(-0.015)
+    assert df.loc["mnist-eps1/a", "spread"] == pytest.approx(0.02)
+    assert df.loc["mnist-eps1/a", "verdict"] == "within the evaluation-seed spread"
+    assert df.loc["mnist-eps1/b", "verdict"] == "outside the evaluation-seed spread"
+    assert df.loc["mnist-eps1/c", "verdict"] == "one evaluation seed: spread unknown"
+    assert df.loc["mnist-eps1/c", "subset_30ep"] is None

@@ -18,6 +18,7 @@ difference; compare the real-data row and the methods' ranking instead.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,50 @@ def real_rows(dataset: str, paper: pd.DataFrame) -> list[dict[str, Any]]:
     return score_rows([{"dataset": dataset, "method": "real data", "epsilon": "inf",
                         "profile": "paper", "x": ds.x_test, "y": ds.y_test,
                         "source": "real test set (10,000)"}], paper)
+
+
+def subset_reevaluations(root: Path | None = None) -> pd.DataFrame:
+    """Issue 14's check that a published subset stands for its run: for every published run,
+    the utility (paper protocol: best test accuracy over epochs) of the full run's samples
+    (``eval-<E>ep.json``, the longest evaluation committed; other evaluation seeds of the same
+    samples from ``eval-<E>ep-seed<S>.json``) beside the 10k subset's
+    (``samples-10k-eval-<E>ep.json`` and, at the full run's number of SGD steps,
+    ``samples-10k-eval-<10E>ep.json``).
+
+    ``spread``: the largest gap between two evaluation seeds of the full samples (None with
+    one seed); ``verdict``: whether the subset at the same number of SGD steps lies within
+    that spread of the full run's seed-0 evaluation."""
+    rows = []
+    for pub in published_runs(root):
+        d = pub["path"].parent
+        done = sorted(int(m.group(1)) for f in d.glob("eval-*ep.json")
+                      if (m := re.fullmatch(r"eval-(\d+)ep\.json", f.name)))
+        if not done:
+            continue
+        epochs = done[-1]  # the run's own evaluation (the longest, when there are several)
+        full = json.loads((d / f"eval-{epochs}ep.json").read_text())
+        seeds = [full["paper"]] + [json.loads(f.read_text())["paper"] for f in
+                                   sorted(d.glob(f"eval-{epochs}ep-seed*.json"))]
+        n_full, n_sub = full["n_train"], pub["published"]["n"]
+        same_steps = epochs * n_full // n_sub
+        sub = {}
+        for e in sorted({epochs, same_steps}):
+            f = d / f"{pub['path'].stem}-eval-{e}ep.json"
+            sub[e] = json.loads(f.read_text())["paper"] if f.exists() else None
+        spread = max(seeds) - min(seeds) if len(seeds) > 1 else None
+        at_steps = sub[same_steps]
+        diff = None if at_steps is None else at_steps - full["paper"]
+        verdict = ("not yet evaluated" if diff is None else "one evaluation seed: spread "
+                   "unknown" if spread is None else "within the evaluation-seed spread"
+                   if abs(diff) <= spread else "outside the evaluation-seed spread")
+        rows.append({"dataset": pub["dataset"], "epsilon": pub["epsilon"],
+                     "method": pub["method"], "run": f"{pub['config']}/{pub['folder']}",
+                     "full_epochs": epochs, "full_images": n_full,
+                     "full_seeds": ", ".join(f"{a:.4f}" for a in seeds), "spread": spread,
+                     "subset_images": n_sub, f"subset_{epochs}ep": sub[epochs],
+                     "subset_same_steps_epochs": same_steps, "subset_same_steps": at_steps,
+                     "difference": diff, "verdict": verdict})
+    return pd.DataFrame(rows)
 
 
 def choose_per_cell(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
