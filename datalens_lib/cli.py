@@ -146,7 +146,10 @@ def _evaluate_file(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     res.update(provenance())
-    out = path.parent / (args.name or f"{path.stem}-eval-{epochs}ep.json")
+    variant = (f"-lr{args.lr:g}" if args.lr and args.lr != 2e-3 else "") + (
+        f"-first{args.limit}" if args.limit is not None else "") + (
+        f"-seed{args.seed}" if args.seed != 0 else "")
+    out = path.parent / (args.name or f"{path.stem}-eval-{epochs}ep{variant}.json")
     atomic_write_json(out, res)
     print(f"test accuracy: paper protocol (max over epochs) {res['paper']:.4f}, clean protocol "
           f"(after {epochs} epochs) {res['clean']:.4f}; record {out}")

@@ -95,9 +95,10 @@ agree.round(4)
 # A 10,000-image subset is only useful if it gives the run's utility back. Each row
 # re-evaluates a committed run's subset with the official CNN (paper protocol: best test
 # accuracy over epochs) beside the full run's own evaluation. At the same number of epochs the
-# subset sees a tenth of the SGD steps; `subset_same_steps` trains it for as many SGD steps as
-# the full run's evaluation (10x the epochs). `spread` is how far two evaluation seeds of the
-# *same full samples* lie apart: the noise of the evaluation itself.
+# subset sees a tenth of the SGD steps; `subset_same_steps` trains it on as many images as
+# the full run's evaluation (10x the epochs; the SGD steps of both are in the table). `spread`
+# is how far evaluation seeds of the *same full samples* lie apart: the noise of the
+# evaluation itself, measured with two seeds (a rough yardstick, not an interval).
 
 # %%
 reeval = report.subset_reevaluations()

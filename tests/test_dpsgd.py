@@ -171,6 +171,31 @@ def test_the_norm_guard_equals_measuring_every_row_in_float64(selection, k):
     assert (got.double().norm(dim=1) <= opt.sensitivity * (1 - 1e-6) * (1 + 1e-12)).all()
 
 
+@pytest.mark.parametrize("scale", [1.0, 1e-21])
+def test_the_guard_catches_rows_whose_float32_norm_rounds_below_the_bound(scale):
+    """Rows whose float64 norms straddle the bound within float32 rounding (d = 26,010, the
+    Opacus CNN's size): the guard must give exactly what guarding every row in float64 gives,
+    at a usual clipping norm and at one whose squares underflow in float32."""
+    m = _model()
+    c = 2.0 * scale
+    opt = TopAggDPOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), noise_multiplier=1.0,
+                            max_grad_norm=c, expected_batch_size=256, k=0.5)
+    bound = opt.sensitivity * (1 - 1e-6)
+    gen = torch.Generator().manual_seed(5)
+    g = torch.randn(256, 26010, generator=gen, dtype=torch.float64)
+    target = bound * (1 + (torch.rand(256, 1, generator=gen, dtype=torch.float64) - 0.5) * 4e-6)
+    rows = (g / g.norm(dim=1, keepdim=True) * target).float()
+    n64 = rows.double().norm(dim=1)
+    above = n64 > bound
+    assert above.any() and (~above).any()
+    if scale == 1.0:  # float32 norms put some rows above the bound below it: the slack matters
+        assert (above & (rows.norm(dim=1).double() < bound)).any()
+    want = rows * (bound / n64).clamp(max=1.0).float()[:, None]
+    got = torch.cat(opt._guard(list(torch.split(rows.clone(), [10000, 16010], dim=1))), 1)
+    assert torch.equal(got, want)
+    assert (got.double().norm(dim=1) <= opt.sensitivity).all()
+
+
 def test_empty_batches_and_non_finite_gradients():
     """An empty Poisson batch is a noise-only step; an example with a NaN gradient contributes
     nothing (instead of making the release NaN)."""

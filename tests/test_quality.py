@@ -223,6 +223,12 @@ def test_cli_quality_and_evaluate_accept_a_user_npz(tmp_path, capsys):
     assert cli.main(["evaluate", str(f), "--dataset", "mnist", "--epochs", "1"]) == 0
     ev = json.loads((tmp_path / "mine-eval-1ep.json").read_text())
     assert ev["n_train"] == 600 and 0 <= ev["paper"] <= 1
+    # another seed or a shorter training set is another record, never the first one
+    assert cli.main(["evaluate", str(f), "--dataset", "mnist", "--epochs", "1", "--seed", "1",
+                     "--limit", "300"]) == 0
+    assert json.loads((tmp_path / "mine-eval-1ep-first300-seed1.json").read_text())[
+        "n_train"] == 300
+    assert json.loads((tmp_path / "mine-eval-1ep.json").read_text()) == ev
     bad = tmp_path / "bad.npz"
     np.savez(bad, x=np.full((3, 28, 28), 2.0, np.float32), y=np.arange(3))
     assert cli.main(["quality", str(bad), "--dataset", "mnist"]) == 2
@@ -276,9 +282,14 @@ def test_subset_reevaluations_compare_at_the_same_number_of_sgd_steps(tmp_path):
     run("a", 0.64, 0.66, 0.625)  # 1.5 points off, seeds 2 points apart
     run("b", 0.64, 0.645, 0.60)  # 4 points off, seeds 0.5 apart
     run("c", 0.64, None, 0.63)  # one evaluation seed
+    run("d", 0.64, 0.66, 0.63)  # its eval-30ep.json is not seed 0: not a base to compare with
+    d = tmp_path / "datalens" / "mnist-eps1" / "d" / "eval-30ep.json"
+    d.write_text(json.dumps({"paper": 0.64, "n_train": 100000, "seed": 1}))
     df = subset_reevaluations(tmp_path).set_index("run")
+    assert "mnist-eps1/d" not in df.index
     assert list(df.full_epochs) == [30, 30, 30]  # the longest evaluation is the run's own
     assert list(df.subset_same_steps_epochs) == [300, 300, 300]
+    assert list(df.sgd_steps_full) == [30 * 196] * 3 and list(df.sgd_steps_subset) == [6000] * 3
     assert df.loc["mnist-eps1/a", "difference"] == pytest.approx(-0.015)
     assert df.loc["mnist-eps1/a", "spread"] == pytest.approx(0.02)
     assert df.loc["mnist-eps1/a", "verdict"] == "within the evaluation-seed spread"

@@ -39,8 +39,10 @@ def _check_k(k: float) -> float:
 #: selection does not end inside them is looked at again with 4x as many, and so on, up to a
 #: full sort of that row. Same output as a full sort of every row (up to the order of exactly
 #: tied values), several times faster for d in the tens of thousands (a DP-SGD model's
-#: gradient): on the Opacus MNIST CNN (d = 26,010, B = 512) the selection at k = 0.8 is 1,000
-#: to 3,600 coordinates, so a few rows need more than 2048 and only those are sorted again.
+#: gradient): on the Opacus MNIST CNN (d = 26,010, B = 512, after 300 SGD steps) the selection
+#: at k = 0.8 has a median of ~1,600 coordinates and up to ~3,000
+#: (``benchmarks/results/dpsgd-cpu-2core.json``), so a few rows need more than 2048 and only
+#: those are looked at again.
 PREFILTER = 2048
 
 

@@ -106,17 +106,23 @@ class TopAggDPOptimizer(DPOptimizer):
     def _guard(self, flat: list[torch.Tensor]) -> list[torch.Tensor]:
         """Scale down the (rare) rows whose norm float rounding could have put above the
         sensitivity: norms in float64 with a margin (1e-6 relative) larger than float32's
-        rounding of the rescaled row, so no row ends above it. Only rows whose float32 norm
-        is within the float32 summation error bound (2 d u, u = 2^-24, doubled) of that margin
-        are measured again in float64; every other row's float64 factor would be clamped to 1,
-        so the output equals measuring every row in float64. ``flat``: fresh tensors (the
-        compressor's output), scaled in place."""
+        rounding of the rescaled row, so no row ends above it. Only rows whose working-dtype
+        norm lies within twice that dtype's error bound for a norm of d terms (2 d u, u its
+        unit roundoff) of the margin are measured again in float64; every other row's float64
+        factor would be clamped to 1, so the output equals measuring every row in float64.
+        Every row is measured in float64 when the bound is too loose (slack >= 0.5) or when
+        squares near the bound could underflow (bound^2 / d below 2^24 times the dtype's
+        smallest normal number). ``flat``: fresh tensors (the compressor's output), scaled in
+        place."""
         bound = self.sensitivity * (1 - 1e-6)
         d = sum(f.shape[1] for f in flat)
-        slack = 4 * d * 2.0 ** -24  # > the relative error of a float32 norm of d terms
+        info = torch.finfo(flat[0].dtype)
+        slack = 4 * d * info.eps / 2  # > the relative error of a norm of d terms in this dtype
         n32 = torch.stack([f.norm(2, dim=1) for f in flat], dim=1).norm(2, dim=1)
-        near = (n32 >= bound / (1 + slack)) if slack < 0.5 else torch.ones_like(n32, dtype=bool)
-        rows = near.nonzero().flatten()
+        if slack < 0.5 and bound ** 2 / d >= 2 ** 24 * info.tiny:
+            rows = (n32 >= bound / (1 + slack)).nonzero().flatten()
+        else:
+            rows = torch.arange(len(n32), device=n32.device)
         if not len(rows):
             return flat
         out = torch.stack([f[rows].double().norm(2, dim=1) for f in flat], dim=1).norm(2, dim=1)

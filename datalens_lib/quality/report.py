@@ -105,12 +105,14 @@ def subset_reevaluations(root: Path | None = None) -> pd.DataFrame:
     the utility (paper protocol: best test accuracy over epochs) of the full run's samples
     (``eval-<E>ep.json``, the longest evaluation committed; other evaluation seeds of the same
     samples from ``eval-<E>ep-seed<S>.json``) beside the 10k subset's
-    (``samples-10k-eval-<E>ep.json`` and, at the full run's number of SGD steps,
-    ``samples-10k-eval-<10E>ep.json``).
+    (``samples-10k-eval-<E>ep.json`` and, seeing as many images as the full run's evaluation,
+    ``samples-10k-eval-<10E>ep.json``: about as many SGD steps, e.g. 6,000 batches of 512
+    against 5,880, both counted in the table).
 
-    ``spread``: the largest gap between two evaluation seeds of the full samples (None with
-    one seed); ``verdict``: whether the subset at the same number of SGD steps lies within
-    that spread of the full run's seed-0 evaluation."""
+    ``spread``: the largest gap between evaluation seeds of the full samples (None with one
+    seed; with two it is a rough yardstick, not an interval); ``verdict``: whether the subset
+    at about the same number of SGD steps lies within that spread of the full run's seed-0
+    evaluation."""
     rows = []
     for pub in published_runs(root):
         d = pub["path"].parent
@@ -120,10 +122,13 @@ def subset_reevaluations(root: Path | None = None) -> pd.DataFrame:
             continue
         epochs = done[-1]  # the run's own evaluation (the longest, when there are several)
         full = json.loads((d / f"eval-{epochs}ep.json").read_text())
+        if full.get("seed", 0) != 0:  # (before --seed named its record, it could overwrite)
+            continue
         seeds = [full["paper"]] + [json.loads(f.read_text())["paper"] for f in
                                    sorted(d.glob(f"eval-{epochs}ep-seed*.json"))]
         n_full, n_sub = full["n_train"], pub["published"]["n"]
-        same_steps = epochs * n_full // n_sub
+        same_steps = epochs * n_full // n_sub  # as many images seen (batches: about as many)
+        batch = full.get("batch_size", 512)
         sub = {}
         for e in sorted({epochs, same_steps}):
             f = d / f"{pub['path'].stem}-eval-{e}ep.json"
@@ -140,6 +145,8 @@ def subset_reevaluations(root: Path | None = None) -> pd.DataFrame:
                      "full_seeds": ", ".join(f"{a:.4f}" for a in seeds), "spread": spread,
                      "subset_images": n_sub, f"subset_{epochs}ep": sub[epochs],
                      "subset_same_steps_epochs": same_steps, "subset_same_steps": at_steps,
+                     "sgd_steps_full": epochs * -(-n_full // batch),
+                     "sgd_steps_subset": same_steps * -(-n_sub // batch),
                      "difference": diff, "verdict": verdict})
     return pd.DataFrame(rows)
 
