@@ -314,7 +314,8 @@ def _cmd_dpsgd(args: argparse.Namespace) -> int:
 
         try:
             res = run_control(args.dataset, float(args.epsilon), args.k, args.profile,
-                              seeds=seeds, out=args.out, progress=not args.quiet, **over)
+                              seeds=seeds, out=args.out, progress=not args.quiet,
+                              device=args.device, **over)
         except (ValueError, TypeError, FileNotFoundError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -331,13 +332,14 @@ def _cmd_dpsgd(args: argparse.Namespace) -> int:
             found = run_search(args.dataset, float(args.epsilon), args.method, args.k,
                                args.profile, out=Path(args.search),
                                validation=args.validation or 10_000,
-                               progress=not args.quiet, **over)
+                               progress=not args.quiet, device=args.device, **over)
             v, t = found["selected_validation"], found["selected_test"]
             print(f"search ({len(found['grid'])} points, {found['validation']} held out): "
                   f"validation picks point {v['point']}, test would pick point {t['point']}")
             over = {**searched_hyperparameters(found), **over}
         summ = run_cell(args.dataset, float(args.epsilon), args.method, args.k, args.profile,
-                        seeds=seeds, out=args.out, progress=not args.quiet, **over)
+                        seeds=seeds, out=args.out, progress=not args.quiet,
+                        device=args.device, **over)
     except (ValueError, TypeError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -568,6 +570,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="override a setting (JSON literal), e.g. --set lr=0.05")
     dp.add_argument("--out", default=None, help="default: runs/dpsgd/<dataset>/<cell>/<profile>")
     dp.add_argument("--quiet", action="store_true")
+    dp.add_argument("--device", default="cpu", help="cpu (default), cuda or auto; a CUDA "
+                    "run draws other noise than a CPU run of the same seed")
     dp.add_argument("--search", default=None, metavar="DIR",
                     help="first search the grid spanned by tab:dpsgd-search's neighbouring "
                     "budgets on a held-out validation split (records in DIR, resumable), then "

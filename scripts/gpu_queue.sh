@@ -68,6 +68,26 @@ cell() {  # method, config, results folder, seed, then --set overrides
   echo "[gpu-queue] $method/$cfg/$folder done in $((SECONDS - t0)) s"
 }
 
+DPSGD_SECONDS=${GPU_DPSGD_SECONDS:-150}  # estimate until a DP-SGD cell has been timed here
+[ -f runs/gpu/dpsgd_seconds ] && DPSGD_SECONDS=$(cat runs/gpu/dpsgd_seconds)
+
+dpsgd_cell() {  # method, k, eps, seeds: one tab:dpsgd cell of MNIST (issue 13), on the GPU
+  local m=$1 k=$2 eps=$3 seeds=$4 cell t0=$SECONDS
+  cell=$(python3 -c "from datalens_lib.dpsgd.train import cell_name; \
+print(cell_name('$m', float('$k'), float('$eps')))")
+  local out=runs/gpu/dpsgd/mnist/$cell/paper dest=$STAGE/data/results/dpsgd/mnist/$cell/paper
+  [[ -f $dest/summary.json || -f data/results/dpsgd/mnist/$cell/paper/summary.json ]] && return
+  if (( $(left) < DPSGD_SECONDS )); then
+    echo "[gpu-queue] dpsgd $cell: skipped, $(left) s left < $DPSGD_SECONDS s per cell"; return
+  fi
+  echo "[gpu-queue] dpsgd $cell, $seeds seeds ($(left) s left)"
+  $DL dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" --seeds "$seeds" \
+    --profile paper --out "$out" --device cuda --quiet 2>&1 | tail -2 || return
+  [[ -f $out/summary.json ]] || return
+  mkdir -p "$dest" && cp "$out"/seed*.json "$out/summary.json" "$dest/" && pack
+  DPSGD_SECONDS=$((SECONDS - t0 + 10)); echo "$DPSGD_SECONDS" > runs/gpu/dpsgd_seconds
+}
+
 # 1. Issue 9: NCHW convolutions (the CUDA default since the H200 records) on a GPU model that
 #    has no such record yet; the other layouts and options are committed for the H100 and H200.
 bench "-nchw" --teachers 1000 4000 --chunk 1000 --loop-max 0 --conv-layout contiguous
@@ -80,6 +100,12 @@ cell gpate fashion-mnist-eps10 paper 0 chunk=1000
 # DP-GAN: 18,750 Opacus discriminator steps of expected batch 64 per cell
 for cfg in mnist-eps1 fashion-mnist-eps1 mnist-eps10 fashion-mnist-eps10; do
   cell dpgan "$cfg" paper 0
+done
+# Issue 13: tab:dpsgd's MNIST cells at the budgets tab:dpsgd-search gives (5 seeds; the CPU
+# queue runs them too, and the searched budgets, which it keeps)
+for eps in 1.0 0.2 0.05; do
+  dpsgd_cell gmdp 1 "$eps" 5
+  for k in 0.6 0.7 0.8; do dpsgd_cell normtopk "$k" "$eps" 5; done
 done
 # 3. Issue 12: more seeds of the four main cells (the committed `paper` folders are seed 0).
 for seed in 1 2; do

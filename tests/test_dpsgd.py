@@ -321,6 +321,10 @@ def test_cli_dpsgd_smoke_records_resume_and_ledgers(tmp_path, capsys):
         assert r["privacy"]["sensitivity"] == pytest.approx(math.sqrt(0.7) * r["config"][
             "max_grad_norm"])
     assert recs[0]["evaluations"] != recs[1]["evaluations"]  # seeds differ
+    assert {r["device"] for r in recs} == {"cpu"}
+    if not torch.cuda.is_available():  # a CUDA run is asked for on a machine without a GPU
+        assert cli.main(args[:-3] + ["--out", str(tmp_path / "gpu"), "--device", "cuda"]) == 2
+        assert "no GPU" in capsys.readouterr().err
     summ = json.loads((out / "summary.json").read_text())
     assert summ["seeds"] == [0, 1] and summ["final"]["std"] is not None
     before = (out / "seed0.json").stat().st_mtime_ns

@@ -257,13 +257,21 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch: int = 20
 
 
 def train_dpsgd(cfg: DPSGDConfig, *, seed: int = 0, data_dir=None,
-                progress: bool = True) -> dict[str, Any]:
-    """Train one DP-SGD run (module doc); returns its record (no file is written)."""
+                progress: bool = True, device: str = "cpu") -> dict[str, Any]:
+    """Train one DP-SGD run (module doc); returns its record (no file is written).
+
+    ``device``: ``cpu``, ``cuda`` or ``auto`` (:func:`datalens_lib.datalens.resolve_device`).
+    The model is initialised on the CPU from ``seed`` and then moved, Poisson sampling stays
+    on the CPU (the same batches on every device), and the noise comes from a generator on
+    the device seeded with ``seed + 2``: a CUDA run draws other noise than a CPU run with the
+    same seed (and CUDA kernels are not bit-reproducible), so seeds compare across devices
+    only in distribution."""
     from opacus import GradSampleModule
     from opacus.accountants import RDPAccountant
     from opacus.data_loader import DPDataLoader
     from torch.utils.data import TensorDataset
 
+    from ..datalens import resolve_device
     from .optimizer import TopAggDPOptimizer
 
     t, make_model, info = _data(cfg, data_dir)
@@ -285,10 +293,13 @@ def train_dpsgd(cfg: DPSGDConfig, *, seed: int = 0, data_dir=None,
         if spent > cfg.epsilon * (1 + 1e-9):
             raise ValueError(f"{steps} steps spend epsilon = {spent:.4g} > {cfg.epsilon} "
                              "(paper ledger); lower steps or raise sigma")
+    dev = resolve_device(device)
     torch.manual_seed(seed)
-    model = GradSampleModule(make_model())
+    model = GradSampleModule(make_model().to(dev))
     sample_gen = torch.Generator().manual_seed(seed + 1)
-    noise_gen = torch.Generator().manual_seed(seed + 2)
+    noise_gen = torch.Generator(device=dev).manual_seed(seed + 2)
+    xte, yte = xte.to(dev), yte.to(dev)
+    xval, yval = (t["x_val"].to(dev), t["y_val"].to(dev)) if cfg.validation else (None, None)
     # Poisson sampling at exactly the accounted rate q = B / n (``from_data_loader`` would use
     # 1 / ceil(n / B), a slightly smaller rate than the one accounted)
     loader = DPDataLoader(TensorDataset(xtr, ytr), sample_rate=q, generator=sample_gen)
@@ -313,20 +324,21 @@ def train_dpsgd(cfg: DPSGDConfig, *, seed: int = 0, data_dir=None,
                unit="step")
     while done < steps:
         for xb, yb in loader:
+            xb, yb = xb.to(dev), yb.to(dev)
             loss = F.cross_entropy(model(xb), yb) if len(xb) else None
             opt.zero_grad(set_to_none=True)
             if loss is not None:
                 loss.backward()
             else:  # an empty Poisson batch still is a step (noise only); Opacus's convention
                 for p in model.parameters():
-                    p.grad_sample = torch.zeros(0, *p.shape)
+                    p.grad_sample = torch.zeros(0, *p.shape, device=dev)
             opt.step()
             done += 1
             bar.update(1)
             if done % cfg.eval_every == 0 or done == steps:
                 evals.append((done, accuracy(model, xte, yte)))
                 if cfg.validation:
-                    val_evals.append((done, accuracy(model, t["x_val"], t["y_val"])))
+                    val_evals.append((done, accuracy(model, xval, yval)))
             if done == steps:
                 break
     bar.close()
@@ -336,6 +348,7 @@ def train_dpsgd(cfg: DPSGDConfig, *, seed: int = 0, data_dir=None,
            "train_examples": n, "test_examples": len(xte),
            "final": accs[-1], "best": max(accs), "evaluations": evals,
            "train_seconds": seconds, "seconds_per_step": seconds / steps,
+           "device": str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev),
            "privacy": {"neighbouring": "add/remove one example",
                        "mechanism": "Poisson-subsampled Gaussian, noise multiplier sigma "
                        "relative to the sensitivity",
@@ -428,7 +441,8 @@ def search_grid(dataset: str, epsilon: float, method: str, k: float) -> list[dic
 
 def run_search(dataset: str, epsilon: float, method: str, k: float, profile: str, *,
                out: Path, validation: int = 10_000, seed: int = 0,
-               progress: bool = False, **overrides: Any) -> dict[str, Any]:
+               progress: bool = False, device: str = "cpu",
+               **overrides: Any) -> dict[str, Any]:
     """The clean-protocol hyper-parameter search of one cell (issue 13): every point of
     :func:`search_grid` trained once (``seed``) on the training set minus a held-out
     validation split of ``validation`` records (:func:`validation_split`; the smoke profile
@@ -482,7 +496,7 @@ def run_search(dataset: str, epsilon: float, method: str, k: float, profile: str
         elif key in done:
             rec = done[key]
         else:
-            rec = train_dpsgd(cfg, seed=seed, progress=progress)
+            rec = train_dpsgd(cfg, seed=seed, progress=progress, device=device)
             rec.update({"profile": profile, **provenance()})
             atomic_write_json(path, rec)
         done[key] = rec
@@ -537,7 +551,7 @@ def cell_name(method: str, k: float, epsilon: float) -> str:
 def run_cell(dataset: str, epsilon: float, method: str, k: float, profile: str, *,
              seeds: list[int], out: Path | None = None, progress: bool = False,
              cfg: DPSGDConfig | None = None, cell: str | None = None,
-             **overrides: Any) -> dict[str, Any]:
+             device: str = "cpu", **overrides: Any) -> dict[str, Any]:
     """Train the missing seeds of one cell into ``out`` (default ``<runs>/dpsgd/<dataset>/
     <cell>/<profile>``; one ``seed<S>.json`` each, written atomically, finished seeds
     skipped) and write and return their ``summary.json``. ``cfg``/``cell``: a ready config
@@ -559,7 +573,7 @@ def run_cell(dataset: str, epsilon: float, method: str, k: float, profile: str, 
             if not cfg.matches(rec["config"]):
                 raise ValueError(f"{path} was written by another config; use another folder")
         else:
-            rec = train_dpsgd(cfg, seed=seed, progress=progress)
+            rec = train_dpsgd(cfg, seed=seed, progress=progress, device=device)
             rec.update({"profile": profile, **provenance()})
             atomic_write_json(path, rec)
         records.append(rec)
@@ -629,7 +643,7 @@ def control_configs(dataset: str, epsilon: float, k: float, profile: str,
 
 
 def run_control(dataset: str, epsilon: float, k: float, profile: str, *, seeds: list[int],
-                out: Path | None = None, progress: bool = False,
+                out: Path | None = None, progress: bool = False, device: str = "cpu",
                 **overrides: Any) -> dict[str, dict[str, Any]]:
     """All ``tab:control`` scenarios (:func:`control_configs`), each a cell
     ``control-k<k>-eps<e>-<scenario>``; returns their summaries by scenario."""
@@ -639,5 +653,5 @@ def run_control(dataset: str, epsilon: float, k: float, profile: str, *, seeds: 
         cell = f"control-k{k:g}-eps{epsilon:g}-{name.lower().replace(' ', '-')}"
         res[name] = run_cell(dataset, epsilon, cfg.method, cfg.k, profile, seeds=seeds,
                              out=(Path(out) / cell) if out else None, progress=progress,
-                             cfg=cfg, cell=cell)
+                             cfg=cfg, cell=cell, device=device)
     return res
