@@ -263,28 +263,33 @@ def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] 
             continue
         key = PAPER_METHODS.get(r.method)
         config = method_config(r.dataset, r.epsilon)
-        row = {"method": r.method, "dataset": r.dataset, "epsilon": str(r.epsilon),
-               "paper": float(r.value), "profile": "-", "ours": None, "ours_clean": None,
-               "ledgers": None, "dp_guarantee": None, "status": "ok"}
-        need = data_status(r.dataset)
-        if key not in METHODS:
-            row["status"] = "not implemented yet"
-        elif need:
-            row["status"] = need
-        elif config not in available_configs(key):
-            row["status"] = f"no {key} config {config}"
-        else:
-            mine = run_method(key, config, profile, seed=seed, device=device,
-                              overrides=overrides.get(key))
-            committed = [c for c in committed_runs(method=key) if c["config"] == config
-                         and c.get("acc_paper") is not None]
-            shown = best_of(mine, *committed)
-            row.update({"profile": shown["profile"], "ours": shown.get("acc_paper"),
-                        "ours_clean": shown.get("acc_clean"),
-                        "ledgers": ", ".join(f"{k} {v:.3g}" for k, v in
-                                             shown["epsilon_spent"].items()) or "none",
-                        "dp_guarantee": shown.get("dp_guarantee")})
-        rows.append(row)
+        variants = [(r.method, config)]
+        if key in METHODS and f"{config}-large" in available_configs(key):
+            # DP-GAN's large-batch setting (DPImageBench's) beside the small-batch one
+            variants.append((f"{r.method} (large batch)", f"{config}-large"))
+        for label, cfg in variants:
+            row = {"method": label, "dataset": r.dataset, "epsilon": str(r.epsilon),
+                   "paper": float(r.value), "profile": "-", "ours": None, "ours_clean": None,
+                   "ledgers": None, "dp_guarantee": None, "status": "ok"}
+            need = data_status(r.dataset)
+            if key not in METHODS:
+                row["status"] = "not implemented yet"
+            elif need:
+                row["status"] = need
+            elif cfg not in available_configs(key):
+                row["status"] = f"no {key} config {cfg}"
+            else:
+                mine = run_method(key, cfg, profile, seed=seed, device=device,
+                                  overrides=overrides.get(key))
+                committed = [c for c in committed_runs(method=key) if c["config"] == cfg
+                             and c.get("acc_paper") is not None]
+                shown = best_of(mine, *committed)
+                row.update({"profile": shown["profile"], "ours": shown.get("acc_paper"),
+                            "ours_clean": shown.get("acc_clean"),
+                            "ledgers": ", ".join(f"{k} {v:.3g}" for k, v in
+                                                 shown["epsilon_spent"].items()) or "none",
+                            "dp_guarantee": shown.get("dp_guarantee")})
+            rows.append(row)
     return pd.DataFrame(rows)
 
 

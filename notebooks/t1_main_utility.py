@@ -178,7 +178,9 @@ if len(runs):
 # checks the pipeline. Methods not implemented yet say so. *ledgers* gives ε under each of
 # a run's ledgers: G-PATE's `data_dependent` one is the official code's (its published runs
 # stopped on it; it is not a DP guarantee); our G-PATE cells stop on the sound ledger unless
-# the parameter `gpate_stop_on` says otherwise.
+# the parameter `gpate_stop_on` says otherwise. DP-GAN has two rows: the small-batch setting
+# (expected batch 64, as in the code the paper cites) and DPImageBench's large-batch one
+# (`-large` configs: batch 4096, 150 epochs); both sit beside the paper's one DP-GAN number.
 
 # %%
 methods = book.methods_table(profile, seed=seed, datasets=datasets, device=device,

@@ -62,6 +62,8 @@ JOBS=(
   "dpsgd gmdp 1 1.0 5" "dpsgd normtopk 0.7 1.0 5" "dpsgd normtopk 0.6 1.0 5"
   "dpsgd normtopk 0.8 1.0 5"
   "dpgan fashion-mnist-eps1 cpu 30"
+  # issue 10: DP-GAN's large-batch setting (DPImageBench's; its cpu profile: 15 of 150 epochs)
+  "dpgan mnist-eps1-large cpu 30"
   "gpate fashion-mnist-eps1 cpu 30 +snap"
   # issue 12, item 2: teachers as the official code trains them (80 batches x 50 slots: 50
   # initialisations; Adam state shared by the 80 teachers of a slot), against paper-cpu-fast

@@ -106,6 +106,7 @@ def test_plain_papermill_runs_a_notebook_from_the_root_and_from_elsewhere(tmp_pa
         assert nb["metadata"]["papermill"]["parameters"] == {"profile": "smoke"}
         text = json.dumps(nb["cells"])
         assert "mnist" in text and "Traceback" not in text
+        assert "DP-GAN (large batch)" in text  # issue 10: both DP-GAN settings are shown
 
 
 def _free_port() -> int:
