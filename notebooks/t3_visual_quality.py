@@ -109,8 +109,11 @@ if len(reeval):
         f"{r.method} {r.run}: the subset at {r.subset_same_steps_epochs} epochs gives "
         f"{r.subset_same_steps:.4f} against {r.full_seeds.split(',')[0]} for the full run "
         f"({r.difference * 100:+.1f} points; {r.verdict}"
-        + (f", spread {r.spread * 100:.1f} points" if pd.notna(r.spread) else "") + ")."
-        for r in ok.itertuples()) or "No published subset has been re-evaluated yet."))
+        + (f", spread {r.spread * 100:.1f} points" if pd.notna(r.spread) else "") + ")"
+        + (f"; at {r.full_epochs} epochs, a tenth of the SGD steps, it gives "
+           f"{getattr(r, f'subset_{r.full_epochs}ep'):.4f}, because the classifier is "
+           "under-trained there" if pd.notna(getattr(r, f"subset_{r.full_epochs}ep", None)) else "")
+        + "." for r in ok.itertuples()) or "No published subset has been re-evaluated yet."))
 reeval.round(4)
 
 # %%
