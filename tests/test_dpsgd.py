@@ -145,6 +145,39 @@ def test_no_processed_example_exceeds_the_stated_sensitivity(selection, scope):
         assert ((rows != 0).float().mean(1) < 1).all()
 
 
+@pytest.mark.parametrize("selection,scope,k", [("norm", "flat", 0.5), ("norm", "layer", 0.5),
+                                               ("dim", "flat", 0.4), ("norm", "flat", 1.0)])
+def test_process_clips_with_opacus_factor_then_compresses(selection, scope, k):
+    """``process`` against a hand computation on rows far from the sensitivity (so the norm
+    guard cannot hide a clipping error): half the rows need clipping, half do not; the clip
+    factor is Opacus's C / (||g||_2 + 1e-6) over the whole example, then the compressor runs
+    over the flat gradient or per layer."""
+    m = _model(0, torch.float64)
+    c = 0.7
+    opt = TopAggDPOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), noise_multiplier=1.0,
+                            max_grad_norm=c, expected_batch_size=32, k=k, selection=selection,
+                            scope=scope)
+    gen = torch.Generator().manual_seed(6)
+    grads = [torch.randn(32, *p.shape, generator=gen, dtype=torch.float64)
+             for p in m.parameters()]
+    for g in grads:
+        g[::2] *= 100.0 / 6  # ||g|| ~ 100: clipped to C
+        g[1::2] *= 0.01  # ||g|| ~ 0.06: left as it is
+    flat = [g.reshape(32, -1) for g in grads]
+    norms = torch.cat(flat, 1).norm(dim=1)
+    assert (norms[::2] > 10 * c).all() and (norms[1::2] < c / 2).all()
+    clipped = [f * (c / (norms + 1e-6)).clamp(max=1.0)[:, None] for f in flat]
+    fn = norm_topk if selection == "norm" else dim_topk
+    if scope == "flat":
+        want = fn(torch.cat(clipped, 1), k)
+    else:
+        want = torch.cat([fn(f, k) for f in clipped], 1)
+    got = torch.cat(opt.process(grads), 1)
+    assert torch.allclose(got, want, rtol=0, atol=1e-13)
+    if k < 1:  # the guard did not act: every compressed row is clearly inside the sensitivity
+        assert (want.norm(dim=1) < opt.sensitivity * (1 - 1e-4)).all()
+
+
 @pytest.mark.parametrize("selection,k", [("dim", 0.99), ("norm", 0.5)])
 def test_the_norm_guard_equals_measuring_every_row_in_float64(selection, k):
     """``process`` measures again in float64 only the rows near the sensitivity; the output
