@@ -65,12 +65,19 @@ def test_norm_topk_prefilter_gives_the_full_sort_result():
 def test_norm_topk_empty_selection_and_zero_rows():
     g = torch.tensor([[10.0, 0.1, 0.1], [0.0, 0.0, 0.0]])
     assert torch.equal(norm_topk(g, 0.5), torch.zeros_like(g))  # even the top one exceeds k
+    # a single coordinate is still a selection (empty here), and the smallest prefilter works
+    assert torch.equal(norm_topk(torch.tensor([[3.0]]), 0.5), torch.zeros(1, 1))
+    h = torch.randn(6, 40, generator=torch.Generator().manual_seed(8))
+    assert torch.equal(norm_topk(h, 0.6, prefilter=1), norm_topk(h, 0.6, prefilter=None))
 
 
 def test_dim_topk_keeps_ceil_k_d_coordinates_and_its_sensitivity_is_c():
     g = torch.randn(8, 101, generator=torch.Generator().manual_seed(1))
     out = dim_topk(g, 0.3)
     assert ((out != 0).sum(1) == math.ceil(0.3 * 101)).all()
+    assert ((dim_topk(g, 0.001) != 0).sum(1) == 1).all()  # at least one, and only one
+    assert dim_topk(g, 1.0) is g and dim_topk(g, 1.5) is g  # k >= 1 keeps everything
+    assert torch.equal(dim_topk(g, 0.3), g * (dim_topk(g, 0.3) != 0))  # values, not magnitudes
     spike = torch.zeros(1, 50)
     spike[0, 7] = 3.0
     assert dim_topk(spike, 0.2).norm() == pytest.approx(3.0)  # all of C survives

@@ -80,3 +80,32 @@ def test_every_partition_states_its_neighbours():
     assert "image and label" in NEIGHBOURING["shuffled"]
     with pytest.raises(ValueError, match="unknown partition"):
         teacher_partition("sorted", np.zeros(10), 2, 0)
+
+
+@pytest.mark.parametrize("kind", PARTITIONS)
+def test_both_splits_validate_and_keep_their_edges(kind):
+    """Mutation check: edge counts (one teacher; one record per teacher) work, bad counts fail
+    with a message naming the parameter, and indices stay int64."""
+    labels = np.arange(12) % 3
+    one = teacher_partition(kind, labels, 1, seed=0)
+    assert one.shape == (1, 12) and sorted(one[0].tolist()) == list(range(12))
+    each = teacher_partition(kind, labels, 12, seed=0)
+    assert each.shape == (12, 1) and sorted(each[:, 0].tolist()) == list(range(12))
+    assert one.dtype == each.dtype == np.int64
+    for bad in (0, -2, True, 1.0):
+        with pytest.raises(ValueError, match="n_teachers"):
+            teacher_partition(kind, labels, bad, seed=0)
+    with pytest.raises(ValueError, match="cannot give 13 teachers"):
+        teacher_partition(kind, labels, 13, seed=0)
+
+
+def test_teacher_partition_passes_the_seed():
+    labels = np.random.default_rng(1).integers(0, 10, size=500)
+    for kind in PARTITIONS:
+        a = teacher_partition(kind, labels, 20, seed=3)
+        np.testing.assert_array_equal(a, teacher_partition(kind, labels, 20, seed=3))
+        assert not np.array_equal(a, teacher_partition(kind, labels, 20, seed=4))
+    np.testing.assert_array_equal(teacher_partition("class-ordered", labels, 20, seed=3),
+                                  partition(labels, 20, 3))
+    with pytest.raises(ValueError, match="labels must be 1-D"):
+        partition(np.zeros((4, 2)), 2, 0)
