@@ -533,7 +533,7 @@ def test_search_selects_on_validation_and_reports_the_test_choice(tmp_path, monk
     val = {(3.6, 10.0): 0.70, (3.6, 12.0): 0.85}
     test = {(3.6, 10.0): 0.95, (3.6, 12.0): 0.80}
 
-    def fake_train(cfg, seed=0, progress=False):
+    def fake_train(cfg, seed=0, progress=False, device="cpu"):
         key = (cfg.sigma, cfg.max_grad_norm)
         calls.append(key)
         assert cfg.validation == 10_000 and cfg.train_examples == 50_000
@@ -624,7 +624,7 @@ def test_search_skips_points_that_fit_no_step_at_the_real_step_counts(tmp_path, 
 
     trained = []
 
-    def fake_train(cfg, seed=0, progress=False):
+    def fake_train(cfg, seed=0, progress=False, device="cpu"):
         steps = tr.dpsgd_steps_for_budget(0.3, cfg.batch_size / cfg.train_examples,
                                           cfg.sigma, cfg.delta, "paper")
         assert steps > 0  # only feasible points reach training
