@@ -146,14 +146,20 @@ def _evaluate_file(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     res.update(provenance())
-    variant = (f"-lr{args.lr:g}" if args.lr and args.lr != 2e-3 else "") + (
-        f"-first{args.limit}" if args.limit is not None else "") + (
-        f"-seed{args.seed}" if args.seed != 0 else "")
+    variant = _eval_variant(args.lr or 2e-3, 2e-3, args.limit, args.seed)
     out = path.parent / (args.name or f"{path.stem}-eval-{epochs}ep{variant}.json")
     atomic_write_json(out, res)
     print(f"test accuracy: paper protocol (max over epochs) {res['paper']:.4f}, clean protocol "
           f"(after {epochs} epochs) {res['clean']:.4f}; record {out}")
     return 0
+
+
+def _eval_variant(lr: float, default_lr: float, limit: int | None, seed: int) -> str:
+    """The record-name suffix of an evaluation variant (another lr, a first-N limit, another
+    classifier seed): a variant never takes the name of the default evaluation's record."""
+    return ((f"-lr{lr:g}" if lr != default_lr else "")
+            + (f"-first{limit}" if limit is not None else "")
+            + (f"-seed{seed}" if seed != 0 else ""))
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
@@ -201,11 +207,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         res["schedule_check"] = schedule_check(cfg, epochs, cfg["eval_epochs"])
     if args.snapshot is not None:
         res["snapshot"] = snaps[args.snapshot]
-    # an evaluation variant never takes the name of the run's own evaluation
-    variant = (f"-lr{lr:g}" if lr != cfg["eval_lr"] else "") + (
-        f"-first{args.limit}" if args.limit is not None else "") + (
-        f"-seed{args.seed}" if args.seed != 0 else "")
-    name = args.name or f"{prefix}eval-{epochs}ep{variant}.json"
+    name = args.name or (f"{prefix}eval-{epochs}ep"
+                         f"{_eval_variant(lr, cfg['eval_lr'], args.limit, args.seed)}.json")
     atomic_write_json(run_dir / name, res)
     print(f"test accuracy: paper protocol (max over epochs) {res['paper']:.4f}, "
           f"clean protocol (after {epochs} epochs) {res['clean']:.4f}"

@@ -118,11 +118,11 @@ class TopAggDPOptimizer(DPOptimizer):
         d = sum(f.shape[1] for f in flat)
         info = torch.finfo(flat[0].dtype)
         slack = 4 * d * info.eps / 2  # > the relative error of a norm of d terms in this dtype
-        n32 = torch.stack([f.norm(2, dim=1) for f in flat], dim=1).norm(2, dim=1)
+        approx = torch.stack([f.norm(2, dim=1) for f in flat], dim=1).norm(2, dim=1)
         if slack < 0.5 and bound ** 2 / d >= 2 ** 24 * info.tiny:
-            rows = (n32 >= bound / (1 + slack)).nonzero().flatten()
+            rows = (approx >= bound / (1 + slack)).nonzero().flatten()
         else:
-            rows = torch.arange(len(n32), device=n32.device)
+            rows = torch.arange(len(approx), device=approx.device)
         if not len(rows):
             return flat
         out = torch.stack([f[rows].double().norm(2, dim=1) for f in flat], dim=1).norm(2, dim=1)

@@ -274,6 +274,7 @@ def train_dpsgd(cfg: DPSGDConfig, *, seed: int = 0, data_dir=None,
     from ..datalens import resolve_device
     from .optimizer import TopAggDPOptimizer
 
+    dev = resolve_device(device)  # a bad or absent device fails before the data are loaded
     t, make_model, info = _data(cfg, data_dir)
     xtr, ytr, xte, yte = t["x_train"], t["y_train"], t["x_test"], t["y_test"]
     n = len(xtr)
@@ -293,7 +294,6 @@ def train_dpsgd(cfg: DPSGDConfig, *, seed: int = 0, data_dir=None,
         if spent > cfg.epsilon * (1 + 1e-9):
             raise ValueError(f"{steps} steps spend epsilon = {spent:.4g} > {cfg.epsilon} "
                              "(paper ledger); lower steps or raise sigma")
-    dev = resolve_device(device)
     torch.manual_seed(seed)
     model = GradSampleModule(make_model().to(dev))
     sample_gen = torch.Generator().manual_seed(seed + 1)
