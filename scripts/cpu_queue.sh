@@ -40,7 +40,9 @@ JOBS=(
   "datalens mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
   # issue 14: a Fashion-MNIST eps = 1 run whose 10k subset is published (the committed GPU
   # cell predates publishing); issue 12: its eps = 0.2 ... 0.8 snapshots (tab:lowdp)
-  "datalens fashion-mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12 +snap"
+  # (its eps = 0.4 ... 0.8 snapshots were lost with this machine's runs/ on 2026-11-27, before
+  # their evaluations; Fashion's tab:lowdp budgets come from paper-cpu-seed1 below)
+  "datalens fashion-mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
   # issue 14: its published subset re-evaluated at the full run's number of SGD steps (10k
   # images x 300 epochs = 100k x 30), as done for MNIST
   "eval-published fashion-mnist-eps1/paper-cpu-fast 300"
@@ -50,17 +52,17 @@ JOBS=(
   # generator steps (cheap); FetchSGD as coded takes TopAgg's 86 steps (~1.5 h)
   "datalens mnist-eps1 paper-cpu-d2pfed-paper 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-paper"
   "datalens mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
+  "datalens fashion-mnist-eps1 paper-cpu-d2pfed-paper 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-paper"
+  "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
+  # issue 13: tab:dpsgd-mnist at the budgets tab:dpsgd-search lists (5 seeds, ~5 min each here, ~30 s on an H200)
+  "dpsgd gmdp 1 1.0 5" "dpsgd normtopk 0.7 1.0 5" "dpsgd normtopk 0.6 1.0 5"
+  "dpsgd normtopk 0.8 1.0 5"
   # issue 10: the baselines (cpu profiles: configs/<method>/*.json say what they change).
   # DP-GAN: 18,750 Opacus discriminator steps (~2-4 h here); G-PATE cpu: class-table fakes
   "dcgan fashion-mnist-epsinf cpu 30"
   "dpgan mnist-eps1 cpu 30"
   "datalens fashion-mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
-  "datalens fashion-mnist-eps1 paper-cpu-d2pfed-paper 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-paper"
-  "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
   "gpate mnist-eps1 cpu 30 +snap"
-  # issue 13: tab:dpsgd-mnist at the budgets tab:dpsgd-search lists (5 seeds, ~5 min each)
-  "dpsgd gmdp 1 1.0 5" "dpsgd normtopk 0.7 1.0 5" "dpsgd normtopk 0.6 1.0 5"
-  "dpsgd normtopk 0.8 1.0 5"
   "dpgan fashion-mnist-eps1 cpu 30"
   # issue 10: DP-GAN's large-batch setting (DPImageBench's; its cpu profile: 15 of 150 epochs)
   "dpgan mnist-eps1-large cpu 30"
@@ -72,6 +74,7 @@ JOBS=(
   # issue 12, item 1 and tab:lowdp: a second training seed of the CPU setting, with generator
   # snapshots at eps = 0.2 ... 0.8 (T2's budgets from the eps = 1 run)
   "datalens mnist-eps1 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1 +snap"
+  "datalens fashion-mnist-eps1 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1 +snap"
   # issue 12, item 3: evaluation variants of committed samples (G-PATE's MNIST lr 1e-3)
   "eval mnist-eps1/paper-cpu-fast eval-30ep-lr0.001.json 30 --lr 1e-3"
   "dpgan mnist-eps10 cpu 30" "gpate mnist-eps10 cpu 30"
@@ -173,6 +176,10 @@ run_eval() {  # eval CONFIG/FOLDER NAME EPOCHS ARGS...: an evaluation variant of
   read -r _ rel name epochs args <<<"$1"
   local out=runs/queue/$rel dest=data/results/datalens/$rel
   if [[ -f $dest/$name ]]; then echo "[queue] eval $rel/$name: already committed, skipped"; return; fi
+  if [[ ! -f $out/samples.npz ]]; then  # runs/ is not kept when the machine is replaced
+    echo "[queue] eval $rel/$name: skipped, the run's 100k samples ($out/samples.npz) are not here"
+    return
+  fi
   echo "[queue] eval $rel/$name ($epochs epochs $args)"
   # shellcheck disable=SC2086
   "$DL" evaluate "$out" --epochs "$epochs" --name "$name" $args
