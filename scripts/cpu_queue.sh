@@ -57,6 +57,8 @@ JOBS=(
   # issue 13: tab:dpsgd-mnist at the budgets tab:dpsgd-search lists (5 seeds, ~5 min each here, ~30 s on an H200)
   "dpsgd gmdp 1 1.0 5" "dpsgd normtopk 0.7 1.0 5" "dpsgd normtopk 0.6 1.0 5"
   "dpsgd normtopk 0.8 1.0 5"
+  # tab:control at the k whose eps = 1 cell fell 6 points under GM-DP on an H200 (2026-11-27)
+  "dpsgd-control 0.6 1 5"
   # issue 10: the baselines (cpu profiles: configs/<method>/*.json say what they change).
   # DP-GAN: 18,750 Opacus discriminator steps (~2-4 h here); G-PATE cpu: class-table fakes
   "dcgan fashion-mnist-epsinf cpu 30"

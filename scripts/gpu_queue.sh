@@ -5,11 +5,11 @@
 # back everything finished. Finished items are skipped: calling it again on the same warm
 # machine continues where it stopped (a paper cell cut mid-way restarts; it takes minutes).
 #
-# Here, before the call (once per session):
-#   git rev-parse HEAD > .git-sha; mkdir -p data/raw; cp -r ../shared/datasets/{mnist,fashion-mnist} data/raw/
-#   pip download dp-accounting and dm-tree wheels into .whl/ (device README; cp312 manylinux)
+# Here, before the call: `bash scripts/gpu_prepare.sh` (git sha, data, wheels; moves the
+# published subsets out of the 64 MiB that a call sends)
 # The call: run(command="bash scripts/gpu_queue.sh", carry=[".whl", "data/raw", ".git-sha"])
-# After it: tar -xf <files_at>/records.tar  (then review and commit)
+# After it: `bash scripts/gpu_prepare.sh --restore; tar -xf <files_at>/records.tar` (then review
+# and commit)
 #
 # GPU_QUEUE_SECONDS (default 560): no new item starts after this many seconds of the call,
 # and a paper cell starts only if the last cell's duration still fits.
@@ -88,6 +88,26 @@ print(cell_name('$m', float('$k'), float('$eps')))")
   DPSGD_SECONDS=$((SECONDS - t0 + 10)); echo "$DPSGD_SECONDS" > runs/gpu/dpsgd_seconds
 }
 
+dpsgd_control() {  # k, eps: tab:control's five scenarios on MNIST, 5 seeds each (issue 13)
+  local k=$1 eps=$2 out=runs/gpu/dpsgd/mnist/control-paper t0=$SECONDS
+  local dest=$STAGE/data/results/dpsgd/mnist name=control-k$1-eps$2
+  [[ -f $dest/$name-topagg/paper/summary.json || -f data/results/dpsgd/mnist/$name-topagg/paper/summary.json ]] && return
+  if (( $(left) < 5 * DPSGD_SECONDS )); then
+    echo "[gpu-queue] dpsgd $name: skipped, $(left) s left < 5 x $DPSGD_SECONDS s"; return
+  fi
+  echo "[gpu-queue] dpsgd $name: five scenarios, 5 seeds each ($(left) s left)"
+  $DL dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds 5 --profile paper \
+    --out "$out" --device cuda --quiet 2>&1 | tail -5 || return
+  local d n=0
+  for d in "$out/$name"-*; do
+    [[ -f $d/summary.json ]] || continue
+    mkdir -p "$dest/$(basename "$d")/paper" && cp "$d"/*.json "$dest/$(basename "$d")/paper/"
+    n=$((n + 1))
+  done
+  ((n)) && pack
+  echo "[gpu-queue] dpsgd $name: $n scenarios in $((SECONDS - t0)) s"
+}
+
 # 1. Issue 9: NCHW convolutions (the CUDA default since the H200 records) on a GPU model that
 #    has no such record yet; the other layouts and options are committed for the H100 and H200.
 bench "-nchw" --teachers 1000 4000 --chunk 1000 --loop-max 0 --conv-layout contiguous
@@ -104,7 +124,11 @@ done
 # and its large-batch setting (DPImageBench's: expected batch 4096, 150 epochs)
 cell dpgan mnist-eps1-large paper 0
 cell dpgan fashion-mnist-eps1-large paper 0
-# Issue 13: tab:dpsgd's MNIST cells at the budgets tab:dpsgd-search gives (5 seeds; the CPU
+# Issue 13: tab:control at k = 0.6, eps = 1 first: on an H200 (2026-11-27) TopAgg k = 0.6 gave
+# 89.25 +- 2.20 where GM-DP gave 95.28 (paper: 95.13 and 95.41); the five scenarios with
+# TopAgg's C, sigma and T say whether the loss comes from the compression or from the noise
+dpsgd_control 0.6 1
+# then tab:dpsgd's MNIST cells at the budgets tab:dpsgd-search gives (5 seeds; the CPU
 # queue runs them too, and the searched budgets, which it keeps)
 for eps in 1.0 0.2 0.05; do
   dpsgd_cell gmdp 1 "$eps" 5
