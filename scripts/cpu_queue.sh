@@ -51,14 +51,14 @@ JOBS=(
   # issue 12: tab:compression (T5). D2P-Fed and the sound FetchSGD spend eps = 1 in 2-16
   # generator steps (cheap); FetchSGD as coded takes TopAgg's 86 steps (~1.5 h)
   "datalens mnist-eps1 paper-cpu-d2pfed-paper 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-paper"
-  "datalens mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
-  "datalens fashion-mnist-eps1 paper-cpu-d2pfed-paper 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-paper"
-  "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
   # issue 13: tab:dpsgd-mnist at the budgets tab:dpsgd-search lists (5 seeds, ~5 min each here, ~30 s on an H200)
   "dpsgd gmdp 1 1.0 5" "dpsgd normtopk 0.7 1.0 5" "dpsgd normtopk 0.6 1.0 5"
   "dpsgd normtopk 0.8 1.0 5"
   # tab:control at the k whose eps = 1 cell fell 6 points under GM-DP on an H200 (2026-11-27)
   "dpsgd-control 0.6 1 5"
+  "datalens mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
+  "datalens fashion-mnist-eps1 paper-cpu-d2pfed-paper 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-paper"
+  "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
   # issue 10: the baselines (cpu profiles: configs/<method>/*.json say what they change).
   # DP-GAN: 18,750 Opacus discriminator steps (~2-4 h here); G-PATE cpu: class-table fakes
   "dcgan fashion-mnist-epsinf cpu 30"
