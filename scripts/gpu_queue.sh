@@ -11,21 +11,46 @@
 # After it: `bash scripts/gpu_prepare.sh --restore; tar -xf <files_at>/records.tar` (then review
 # and commit)
 #
-# GPU_QUEUE_SECONDS (default 560): no new item starts after this many seconds of the call,
-# and a paper cell starts only if the last cell's duration still fits.
+# GPU_QUEUE_SECONDS (default 560): no new item starts after this many seconds of the call, and
+# an item starts only if its last measured duration still fits.
+#
+# Overlap (GPU_QUEUE_PARALLEL, default 3). A 600-epoch evaluation of 100k samples is a small
+# CNN at batch 512, bound by kernel launches (2.6-2.8 epochs/s on an H200, 228 s, against 64 s
+# for G-PATE's whole training), and a DP-SGD cell is the same kind of work. So trainings run one
+# at a time in the foreground, while each finished training's evaluations (the run and each
+# snapshot, all at once) and every DP-SGD cell run in the background, at most
+# GPU_QUEUE_PARALLEL such jobs at a time. Records reach the stage, and records.tar, under a lock.
+# For a dry run off the GPU (tests/test_gpu_queue.py): GPU_SETUP, DL, GPU_NAME and OUT.
 set -uo pipefail
-. scripts/gpu_setup.sh || { echo "wheel install failed"; exit 1; }
+${GPU_SETUP:-. scripts/gpu_setup.sh} || { echo "wheel install failed"; exit 1; }
 BUDGET=${GPU_QUEUE_SECONDS:-560}
-DL="python3 -m datalens_lib.cli"
-GPU=$(python3 -c "import torch; print(torch.cuda.get_device_name(0))" | tr -cs 'A-Za-z0-9' '-' \
-  | tr 'A-Z' 'a-z' | sed 's/-$//')   # e.g. nvidia-h100-80gb-hbm3
+PARALLEL=${GPU_QUEUE_PARALLEL:-3}
+PY=${PY:-python3}
+DL=${DL:-$PY -m datalens_lib.cli}
+GPU=${GPU_NAME:-$($PY -c "import torch; print(torch.cuda.get_device_name(0))")}
+GPU=$(echo "$GPU" | tr -cs 'A-Za-z0-9' '-' | tr 'A-Z' 'a-z' | sed 's/-$//')  # nvidia-h200
 STAGE=runs/gpu/stage                 # finished records, laid out as in the repo
+LOCK=runs/gpu/.stage.lock
 mkdir -p "$STAGE/benchmarks/results"
-CELL_SECONDS=${GPU_CELL_SECONDS:-360}  # estimate until a cell has been timed on this machine
-[ -f runs/gpu/cell_seconds ] && CELL_SECONDS=$(cat runs/gpu/cell_seconds)
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}  # several processes share the machine's cores
 
 pack() { tar -cf "$OUT/records.tar.tmp" -C "$STAGE" . && mv "$OUT/records.tar.tmp" "$OUT/records.tar"; }
 left() { echo $((BUDGET - SECONDS)); }
+estimate() { cat "runs/gpu/$1_seconds" 2>/dev/null || echo "$2"; }  # last measured, else a guess
+# background jobs: wait for a free slot
+throttle() { while (( $(jobs -rp | wc -l) >= PARALLEL )); do wait -n; done; }
+quiet() { tr '\r' '\n' | grep -v "it/s\]$" | tail -"$1"; }
+
+stage() {  # source folder, destination folder (relative to the repo), files: copy and repack
+  local src=$1 rel=$2; shift 2
+  (
+    flock 9
+    mkdir -p "$STAGE/$rel.tmp" && for f in "$@"; do
+      cp "$src/$f" "$STAGE/$rel.tmp/" || { rm -rf "$STAGE/$rel.tmp"; exit 1; }
+    done
+    mkdir -p "$STAGE/$rel" && mv "$STAGE/$rel.tmp"/* "$STAGE/$rel/" && rmdir "$STAGE/$rel.tmp" && pack
+  ) 9>"$LOCK"
+}
 
 bench() {  # name, then bench_ensemble.py arguments
   local name=$1; shift
@@ -33,79 +58,99 @@ bench() {  # name, then bench_ensemble.py arguments
   [[ -f $rec || -f benchmarks/results/ensemble-$GPU$name.json ]] && return  # done or committed
   (( $(left) > 60 )) || return
   echo "[gpu-queue] bench$name ($(left) s left)"
-  timeout $(($(left) - 10)) python3 benchmarks/bench_ensemble.py --device cuda "$@" \
-    --record "runs/gpu/bench$name.json" && mv "runs/gpu/bench$name.json" "$rec" && pack
+  timeout $(($(left) - 10)) $PY benchmarks/bench_ensemble.py --device cuda "$@" \
+    --record "runs/gpu/ensemble-$GPU$name.json" \
+    && stage runs/gpu benchmarks/results "ensemble-$GPU$name.json"
 }
 
-cell() {  # method, config, results folder, seed, then --set overrides
+finish_cell() {  # out, destination, cell label, t0, budgets...: evaluate (all at once), stage
+  local out=$1 rel=$2 label=$3 t0=$4 b; shift 4
+  $DL evaluate "$out" --device cuda 2>&1 | quiet 2 &
+  for b in "$@"; do
+    [[ -f $out/snapshot-eps$b-eval-600ep.json ]] || $DL evaluate "$out" --device cuda \
+      --snapshot "$b" 2>&1 | quiet 1 &
+  done
+  wait
+  local files=(run.json eval-600ep.json)
+  for b in "$@"; do files+=("snapshot-eps$b-eval-600ep.json"); done
+  for f in "${files[@]}"; do [[ -f $out/$f ]] || { echo "[gpu-queue] $label: no $f"; return 1; }; done
+  # issue 14: samples-10k.npz beside the run, recorded in its run.json
+  $DL publish-samples "$out" --dest "$out" | tail -1 || return 1
+  stage "$out" "$rel" "${files[@]}" samples-10k.npz || return 1
+  local method=${rel#data/results/}
+  echo $((SECONDS - t0 + 15)) > "runs/gpu/cell-${method%%/*}_seconds"
+  echo "[gpu-queue] $label: done in $((SECONDS - t0)) s (evaluations overlapped)"
+}
+
+cell() {  # method, config, results folder, seed, then --set overrides (+snap: tab:lowdp)
   local method=$1 cfg=$2 folder=$3 seed=$4; shift 4
-  local out=runs/gpu/$method/$cfg/$folder dest=$STAGE/data/results/$method/$cfg/$folder
-  [[ -f $dest/eval-600ep.json || -f data/results/$method/$cfg/$folder/eval-600ep.json ]] && return
-  if (( $(left) < CELL_SECONDS )); then
-    echo "[gpu-queue] $method/$cfg/$folder: skipped, $(left) s left < $CELL_SECONDS s per cell"; return
+  local out=runs/gpu/$method/$cfg/$folder rel=data/results/$method/$cfg/$folder
+  local label=$method/$cfg/$folder need
+  [[ -f $STAGE/$rel/eval-600ep.json || -f $rel/eval-600ep.json ]] && return
+  need=$(estimate "cell-$method" 360)  # per method: a G-PATE cell is not a DataLens cell
+  if (( $(left) < need )); then
+    echo "[gpu-queue] $label: skipped, $(left) s left < $need s per cell"; return
   fi
-  echo "[gpu-queue] $method/$cfg/$folder seed $seed ($(left) s left)"
-  local t0=$SECONDS sets=() budgets=()
+  echo "[gpu-queue] $label seed $seed ($(left) s left)"
+  local t0=$SECONDS sets=() budgets=() kv
   for kv in "$@"; do  # +snap: generator snapshots at eps 0.2 .. 0.8 (tab:lowdp), evaluated
     if [[ $kv == +snap ]]; then budgets=(0.2 0.4 0.6 0.8); else sets+=(--set "$kv"); fi
   done
   ((${#budgets[@]})) && sets+=(--snapshot-budgets "${budgets[@]}")
   if ! grep -qs '"status": "complete"' "$out/run.json"; then
     rm -rf "$out"  # no training checkpoints on a GPU (27 GB per save): a cut training restarts
-    $DL train --method "$method" --config "$cfg" --profile paper --out "$out" --device cuda --seed "$seed" \
-      --checkpoint-every 0 "${sets[@]}" 2>&1 | tr '\r' '\n' | grep -v "it/s\]$" | tail -3 || return
-  fi  # the evaluation resumes from its own checkpoint (every 10 epochs)
-  $DL evaluate "$out" --device cuda 2>&1 | tr '\r' '\n' | grep -v "it/s\]$" | tail -3 || return
-  for b in "${budgets[@]}"; do
-    [[ -f $out/snapshot-eps$b-eval-600ep.json ]] || $DL evaluate "$out" --device cuda \
-      --snapshot "$b" 2>&1 | tr '\r' '\n' | grep -v "it/s\]$" | tail -1 || return
-  done
-  mkdir -p "$dest" && cp "$out/run.json" "$out/eval-600ep.json" "$dest/"
-  for b in "${budgets[@]}"; do cp "$out/snapshot-eps$b-eval-600ep.json" "$dest/"; done
-  $DL publish-samples "$out" --dest "$dest" | tail -1  # issue 14: samples-10k.npz, recorded
-  pack
-  CELL_SECONDS=$((SECONDS - t0 + 15)); echo "$CELL_SECONDS" > runs/gpu/cell_seconds
-  echo "[gpu-queue] $method/$cfg/$folder done in $((SECONDS - t0)) s"
+    $DL train --method "$method" --config "$cfg" --profile paper --out "$out" --device cuda \
+      --seed "$seed" --checkpoint-every 0 "${sets[@]}" 2>&1 | quiet 3
+    grep -qs '"status": "complete"' "$out/run.json" || { echo "[gpu-queue] $label: training failed"; return; }
+  fi  # the evaluations resume from their own checkpoints (every 10 epochs)
+  throttle
+  finish_cell "$out" "$rel" "$label" "$t0" "${budgets[@]}" &
 }
 
-DPSGD_SECONDS=${GPU_DPSGD_SECONDS:-150}  # estimate until a DP-SGD cell has been timed here
-[ -f runs/gpu/dpsgd_seconds ] && DPSGD_SECONDS=$(cat runs/gpu/dpsgd_seconds)
-
-dpsgd_cell() {  # method, k, eps, seeds: one tab:dpsgd cell of MNIST (issue 13), on the GPU
-  local m=$1 k=$2 eps=$3 seeds=$4 cell t0=$SECONDS
-  cell=$(python3 -c "from datalens_lib.dpsgd.train import cell_name; \
-print(cell_name('$m', float('$k'), float('$eps')))")
-  local out=runs/gpu/dpsgd/mnist/$cell/paper dest=$STAGE/data/results/dpsgd/mnist/$cell/paper
-  [[ -f $dest/summary.json || -f data/results/dpsgd/mnist/$cell/paper/summary.json ]] && return
-  if (( $(left) < DPSGD_SECONDS )); then
-    echo "[gpu-queue] dpsgd $cell: skipped, $(left) s left < $DPSGD_SECONDS s per cell"; return
+dpsgd_cell() {  # method, k, eps, seeds: one tab:dpsgd cell of MNIST (issue 13), in the background
+  local m=$1 k=$2 eps=$3 seeds=$4 cell need
+  need=$(estimate dpsgd 150)
+  if (( $(left) < need )); then  # before the cell's name: that import takes seconds
+    echo "[gpu-queue] dpsgd $m k=$k eps=$eps: skipped, $(left) s left < $need s per cell"; return
   fi
+  cell=$($PY -c "from datalens_lib.dpsgd.train import cell_name; \
+print(cell_name('$m', float('$k'), float('$eps')))") && [[ -n $cell ]] || return
+  local out=runs/gpu/dpsgd/mnist/$cell/paper rel=data/results/dpsgd/mnist/$cell/paper
+  [[ -f $STAGE/$rel/summary.json || -f $rel/summary.json ]] && return
+  throttle
   echo "[gpu-queue] dpsgd $cell, $seeds seeds ($(left) s left)"
-  $DL dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" --seeds "$seeds" \
-    --profile paper --out "$out" --device cuda --quiet 2>&1 | tail -2 || return
-  [[ -f $out/summary.json ]] || return
-  mkdir -p "$dest" && cp "$out"/seed*.json "$out/summary.json" "$dest/" && pack
-  DPSGD_SECONDS=$((SECONDS - t0 + 10)); echo "$DPSGD_SECONDS" > runs/gpu/dpsgd_seconds
+  {
+    local t0=$SECONDS
+    $DL dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" --seeds "$seeds" \
+      --profile paper --out "$out" --device cuda --quiet 2>&1 | tail -1
+    if [[ -f $out/summary.json ]]; then  # the seeds' records (resumed seeds are skipped)
+      stage "$out" "$rel" $(cd "$out" && ls seed*.json) summary.json
+      echo $((SECONDS - t0 + 10)) > runs/gpu/dpsgd_seconds
+    fi
+  } &
 }
 
 dpsgd_control() {  # k, eps: tab:control's five scenarios on MNIST, 5 seeds each (issue 13)
-  local k=$1 eps=$2 out=runs/gpu/dpsgd/mnist/control-paper t0=$SECONDS
-  local dest=$STAGE/data/results/dpsgd/mnist name=control-k$1-eps$2
-  [[ -f $dest/$name-topagg/paper/summary.json || -f data/results/dpsgd/mnist/$name-topagg/paper/summary.json ]] && return
-  if (( $(left) < 5 * DPSGD_SECONDS )); then
-    echo "[gpu-queue] dpsgd $name: skipped, $(left) s left < 5 x $DPSGD_SECONDS s"; return
+  local k=$1 eps=$2 out=runs/gpu/dpsgd/mnist/control-paper name=control-k$1-eps$2 need
+  [[ -f $STAGE/data/results/dpsgd/mnist/$name-topagg/paper/summary.json ]] && return
+  [[ -f data/results/dpsgd/mnist/$name-topagg/paper/summary.json ]] && return
+  need=$((5 * $(estimate dpsgd 150)))
+  if (( $(left) < need )); then
+    echo "[gpu-queue] dpsgd $name: skipped, $(left) s left < $need s"; return
   fi
+  throttle
   echo "[gpu-queue] dpsgd $name: five scenarios, 5 seeds each ($(left) s left)"
-  $DL dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds 5 --profile paper \
-    --out "$out" --device cuda --quiet 2>&1 | tail -5 || return
-  local d n=0
-  for d in "$out/$name"-*; do
-    [[ -f $d/summary.json ]] || continue
-    mkdir -p "$dest/$(basename "$d")/paper" && cp "$d"/*.json "$dest/$(basename "$d")/paper/"
-    n=$((n + 1))
-  done
-  ((n)) && pack
-  echo "[gpu-queue] dpsgd $name: $n scenarios in $((SECONDS - t0)) s"
+  {
+    local t0=$SECONDS d n=0
+    $DL dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds 5 --profile paper \
+      --out "$out" --device cuda --quiet 2>&1 | tail -5
+    for d in "$out/$name"-*; do
+      [[ -f $d/summary.json ]] || continue
+      stage "$d" "data/results/dpsgd/mnist/$(basename "$d")/paper" $(cd "$d" && ls ./*.json) \
+        && n=$((n + 1))
+    done
+    echo "[gpu-queue] dpsgd $name: $n scenarios in $((SECONDS - t0)) s"
+  } &
 }
 
 # 1. Issue 9: NCHW convolutions (the CUDA default since the H200 records) on a GPU model that
@@ -170,4 +215,6 @@ for cfg in mnist-eps1 fashion-mnist-eps1; do
 done
 cell dcgan mnist-epsinf paper 0
 cell dcgan fashion-mnist-epsinf paper 0
+echo "[gpu-queue] queue walked after $SECONDS s; waiting for the background jobs"
+wait
 echo "[gpu-queue] stopped after $SECONDS s; $(tar -tf "$OUT/records.tar" 2>/dev/null | grep -c json) records in records.tar"
