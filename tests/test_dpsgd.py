@@ -640,3 +640,63 @@ def test_search_skips_points_that_fit_no_step_at_the_real_step_counts(tmp_path, 
     assert found["selected_validation"]["sigma"] != 1.8
     with pytest.raises(ValueError, match="sets"):
         tr.run_search("mnist", 0.3, "gmdp", 1.0, "paper", out=tmp_path, lr=0.3)
+
+
+def test_cell_name_names_the_per_layer_scope_and_rejects_others():
+    from datalens_lib.dpsgd.train import cell_name
+
+    assert cell_name("normtopk", 0.6, 1.0) == "normtopk-k0.6-eps1"
+    assert cell_name("normtopk", 0.6, 1.0, "layer") == "normtopk-layer-k0.6-eps1"
+    assert cell_name("dimtopk", 0.2, 0.05, "layer") == "dimtopk-layer-k0.2-eps0.05"
+    assert cell_name("gmdp", 1.0, 1.0, "layer") == "gmdp-eps1"  # nothing to select
+    with pytest.raises(ValueError, match="scope must be one of"):
+        cell_name("normtopk", 0.6, 1.0, "row")
+
+
+def test_run_cell_with_the_layer_scope_gets_its_own_cell(tmp_path, monkeypatch):
+    """A per-layer run never lands in (or resumes from) the flat cell's folder or name."""
+    from datalens_lib.dpsgd import train as tr
+
+    seen = []
+
+    def fake_train(cfg, *, seed, progress, device):
+        seen.append(cfg.scope)
+        return {"seed": seed, "final": 0.5, "best": 0.6, "config": cfg.to_dict()}
+
+    monkeypatch.setattr(tr, "train_dpsgd", fake_train)
+    summ = tr.run_cell("mnist", 1.0, "normtopk", 0.6, "smoke", seeds=[0],
+                       out=tmp_path / "a", scope="layer")
+    assert summ["cell"] == "normtopk-layer-k0.6-eps1" and seen == ["layer"]
+    assert summ["config"]["scope"] == "layer"
+    flat = tr.run_cell("mnist", 1.0, "normtopk", 0.6, "smoke", seeds=[0], out=tmp_path / "b")
+    assert flat["cell"] == "normtopk-k0.6-eps1" and seen == ["layer", "flat"]
+
+
+def test_scope_table_puts_committed_per_layer_cells_beside_flat_and_gmdp(tmp_path):
+    from datalens_lib.dpsgd.report import SCOPE_COLUMNS, scope_table
+
+    def commit(cell, method, k, eps, scope, means):
+        d = tmp_path / "dpsgd" / "mnist" / cell / "paper"
+        d.mkdir(parents=True)
+        m = sum(means) / len(means)
+        sd = (sum((x - m) ** 2 for x in means) / (len(means) - 1)) ** 0.5
+        (d / "summary.json").write_text(json.dumps({
+            "cell": cell, "method": method, "k": k, "epsilon": eps, "profile": "paper",
+            "seeds": list(range(len(means))), "config": {"scope": scope},
+            "final": {"mean": m, "std": sd}, "best": {"mean": m}}))
+
+    assert list(scope_table("mnist", root=tmp_path).columns) == SCOPE_COLUMNS
+    commit("normtopk-k0.6-eps1", "normtopk", 0.6, 1.0, "flat", [0.88, 0.90])
+    commit("gmdp-eps1", "gmdp", 1.0, 1.0, "flat", [0.95, 0.96])
+    commit("normtopk-layer-k0.6-eps1", "normtopk", 0.6, 1.0, "layer", [0.93, 0.95])
+    commit("normtopk-layer-k0.8-eps0.2", "normtopk", 0.8, 0.2, "layer", [0.90, 0.90])
+    t = scope_table("mnist", root=tmp_path)
+    assert len(t) == 2  # the flat and GM-DP cells are not rows of their own
+    r = t[t.k == 0.6].iloc[0]
+    assert r.epsilon == 1.0 and r.seeds == 2
+    assert r.per_layer == pytest.approx(94.0) and r.flat == pytest.approx(89.0)
+    assert r.gmdp == pytest.approx(95.5) and r.per_layer_minus_flat == pytest.approx(5.0)
+    assert r.per_layer_std == pytest.approx(100 * 0.02 / 2 ** 0.5)
+    lone = t[t.k == 0.8].iloc[0]  # no flat or GM-DP cell at that budget: shown as missing
+    assert lone.flat is None or math.isnan(lone.flat)
+    assert lone.per_layer_minus_flat is None or math.isnan(lone.per_layer_minus_flat)

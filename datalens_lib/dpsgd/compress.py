@@ -91,6 +91,10 @@ def dim_topk(g: torch.Tensor, k: float) -> torch.Tensor:
 
 
 SELECTIONS = {"norm": norm_topk, "dim": dim_topk}
+#: where the selection runs: over the concatenation of all parameter gradients (``flat``, the
+#: paper's vector notation) or within each parameter tensor (``layer``, ours); either way
+#: ||out||^2 <= k ||g||^2 per example, so the sensitivity is the same
+SCOPES = ("flat", "layer")
 
 
 def sensitivity(selection: str, k: float, max_grad_norm: float) -> float:

@@ -41,9 +41,7 @@ from opacus.optimizers.optimizer import (
     _mark_as_processed,
 )
 
-from .compress import SELECTIONS, _check_k, sensitivity
-
-SCOPES = ("flat", "layer")
+from .compress import SCOPES, SELECTIONS, _check_k, sensitivity
 
 
 class TopAggDPOptimizer(DPOptimizer):

@@ -125,3 +125,34 @@ def search_table(dataset: str, root=None) -> pd.DataFrame:
                                        "profile", "clean_choice", "clean_validation",
                                        "clean_test_final", "test_choice", "test_choice_best",
                                        "same_choice"])
+
+
+SCOPE_COLUMNS = ["epsilon", "k", "seeds", "per_layer", "per_layer_std", "flat", "flat_std",
+                 "gmdp", "gmdp_std", "per_layer_minus_flat"]
+
+
+def scope_table(dataset: str, root=None) -> pd.DataFrame:
+    """Committed paper-scale NormTopK cells with ``scope="layer"`` (ours, not in the paper: top-k
+    within each parameter tensor) beside the flat cell of the same k and ε and GM-DP at that ε,
+    final test accuracy in percent (mean and standard deviation over seeds). Reads records
+    only: it never trains."""
+    committed = committed_summaries(dataset, "paper", root)
+
+    def acc(s: dict[str, Any] | None) -> tuple[float | None, float | None]:
+        if s is None:
+            return None, None
+        return 100 * s["final"]["mean"], 100 * (s["final"]["std"] or 0.0)
+
+    rows = []
+    for _, s in sorted(committed.items()):
+        if s["method"] != "normtopk" or s["config"].get("scope") != "layer":
+            continue
+        eps = math.inf if s["epsilon"] is None else float(s["epsilon"])
+        layer, layer_sd = acc(s)
+        flat, flat_sd = acc(committed.get(cell_name("normtopk", s["k"], eps)))
+        gm, gm_sd = acc(committed.get(cell_name("gmdp", 1.0, eps)))
+        rows.append({"epsilon": eps, "k": s["k"], "seeds": len(s["seeds"]),
+                     "per_layer": layer, "per_layer_std": layer_sd, "flat": flat,
+                     "flat_std": flat_sd, "gmdp": gm, "gmdp_std": gm_sd,
+                     "per_layer_minus_flat": None if flat is None else layer - flat})
+    return pd.DataFrame(rows, columns=SCOPE_COLUMNS)

@@ -50,6 +50,7 @@ from .._validate import choice, positive_float, positive_int
 from ..data import load_dataset
 from ..privacy.subsampled import dpsgd_epsilon, dpsgd_ledgers, dpsgd_steps_for_budget
 from ..results import PAPER_DIR
+from .compress import SCOPES
 
 METHODS = ("normtopk", "dimtopk", "gmdp", "sgd")
 #: training-set sizes (the sample rate q = B / n must be known before loading the data)
@@ -107,7 +108,7 @@ class DPSGDConfig:
 
     def __post_init__(self) -> None:
         choice("method", self.method, METHODS)
-        choice("scope", self.scope, ("flat", "layer"))
+        choice("scope", self.scope, SCOPES)
         if not (0 < self.k <= 1):
             raise ValueError(f"k must be in (0, 1], got {self.k!r}")
         if self.method in ("gmdp", "sgd") and self.k != 1:
@@ -509,7 +510,8 @@ def run_search(dataset: str, epsilon: float, method: str, k: float, profile: str
                          f"epsilon = {epsilon}")
     by_val = max(ran, key=lambda r: (r["final_validation"], -r["point"]))
     by_test = max(ran, key=lambda r: (r["best"], -r["point"]))
-    summ = {"cell": cell_name(method, base.k, epsilon), "dataset": dataset, "method": method,
+    summ = {"cell": cell_name(method, base.k, epsilon, base.scope), "dataset": dataset,
+            "method": method,
             "k": base.k, "epsilon": epsilon, "profile": profile, "seed": seed,
             "validation": held, "parameters": list(SEARCH_PARAMETERS), "grid": rows,
             "overrides": overrides,
@@ -542,9 +544,15 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def cell_name(method: str, k: float, epsilon: float) -> str:
-    """``normtopk-k0.7-eps0.5``, ``gmdp-eps0.5``, ``sgd-epsinf``: a cell's folder name."""
+def cell_name(method: str, k: float, epsilon: float, scope: str = "flat") -> str:
+    """``normtopk-k0.7-eps0.5``, ``gmdp-eps0.5``, ``sgd-epsinf``: a cell's folder name; a
+    compressing cell with ``scope="layer"`` (top-k within each parameter tensor, ours: the
+    paper's vector notation is the flat one) is ``normtopk-layer-k0.7-eps0.5``."""
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
     kk = "" if method in ("gmdp", "sgd") else f"-k{k:g}"
+    if kk and scope == "layer":
+        kk = "-layer" + kk
     return f"{method}{kk}-eps{'inf' if math.isinf(epsilon) else f'{epsilon:g}'}"
 
 
@@ -560,7 +568,7 @@ def run_cell(dataset: str, epsilon: float, method: str, k: float, profile: str, 
     from ..store import params_hash
 
     cfg = cfg or make_config(dataset, epsilon, method, k, profile, **overrides)
-    cell = cell or cell_name(method, cfg.k, epsilon)
+    cell = cell or cell_name(method, cfg.k, epsilon, cfg.scope)
     # default folder named by the config's hash: a changed setting never meets old records
     out = Path(out) if out else (runs_root() / "dpsgd" / dataset / cell
                                  / f"{profile}-{params_hash(cfg.to_dict())}")
