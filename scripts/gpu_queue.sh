@@ -1,110 +1,168 @@
 #!/usr/bin/env bash
 # The ready queue of work for a lent GPU (device tool), run in order, so that a lent machine is
-# used at once and fully. Each finished item's records are packed into $OUT/records.tar as soon
-# as it ends (paths as they belong in the repo), so a call cut at its time limit still brings
-# back everything finished. Finished items are skipped: calling it again on the same warm
-# machine continues where it stopped (a paper cell cut mid-way restarts; it takes minutes).
+# used at once and fully. Each finished item's records are packed into $OUT/records-N.tar (at
+# most 15 MiB each: scripts/gpu_pack.py) as soon as it ends, paths as they belong in the repo,
+# so a call cut at its time limit still brings back everything finished. Finished items are
+# skipped: calling it again on the same warm machine continues where it stopped (it returns
+# only what the earlier call did not; a paper cell cut mid-way restarts: it takes minutes).
 #
 # Here, before the call: `bash scripts/gpu_prepare.sh` (git sha, data, wheels; moves the
 # published subsets out of the 64 MiB that a call sends)
 # The call: run(command="bash scripts/gpu_queue.sh", carry=[".whl", "data/raw", ".git-sha"])
-# After it: `bash scripts/gpu_prepare.sh --restore; tar -xf <files_at>/records.tar` (then review
-# and commit)
+# After it: `bash scripts/gpu_prepare.sh --restore; for t in <files_at>/records-*.tar; do tar -xf
+# $t; done` (then review and commit). Set timeout_s above GPU_QUEUE_HARD (default budget + 25).
 #
 # GPU_QUEUE_SECONDS (default 560): no new item starts after this many seconds of the call, and
 # an item starts only if its last measured duration still fits.
 #
-# Overlap (GPU_QUEUE_PARALLEL, default 3). A 600-epoch evaluation of 100k samples is a small
+# Overlap (GPU_QUEUE_PARALLEL, default 4). A 600-epoch evaluation of 100k samples is a small
 # CNN at batch 512, bound by kernel launches (2.6-2.8 epochs/s on an H200, 228 s, against 64 s
 # for G-PATE's whole training), and a DP-SGD cell is the same kind of work. So trainings run one
 # at a time in the foreground, while each finished training's evaluations (the run and each
 # snapshot, all at once) and every DP-SGD cell run in the background, at most
-# GPU_QUEUE_PARALLEL such jobs at a time. Records reach the stage, and records.tar, under a lock.
+# GPU_QUEUE_PARALLEL such processes at a time; whichever of a run's evaluations ends last stages
+# the run. Records reach the stage (one rename per item) and the tars under a lock. Every job
+# is killed at GPU_QUEUE_HARD, so the final wait ends before the call's own limit.
 # For a dry run off the GPU (tests/test_gpu_queue.py): GPU_SETUP, DL, GPU_NAME and OUT.
 set -uo pipefail
+: "${OUT:?OUT names the folder whose files come back}"
 ${GPU_SETUP:-. scripts/gpu_setup.sh} || { echo "wheel install failed"; exit 1; }
-BUDGET=${GPU_QUEUE_SECONDS:-560}
-PARALLEL=${GPU_QUEUE_PARALLEL:-3}
+BUDGET=${GPU_QUEUE_SECONDS:-560}          # no item starts after this (seconds into the call)
+HARD=${GPU_QUEUE_HARD:-$((BUDGET + 25))}  # every job is killed by then: keep under timeout_s
+PARALLEL=${GPU_QUEUE_PARALLEL:-4}         # background processes (evaluations, DP-SGD cells)
+TAR_BYTES=${GPU_QUEUE_TAR_BYTES:-$((15 << 20))}  # one returned file: at most 16 MiB
 PY=${PY:-python3}
 DL=${DL:-$PY -m datalens_lib.cli}
 GPU=${GPU_NAME:-$($PY -c "import torch; print(torch.cuda.get_device_name(0))")}
 GPU=$(echo "$GPU" | tr -cs 'A-Za-z0-9' '-' | tr 'A-Z' 'a-z' | sed 's/-$//')  # nvidia-h200
-STAGE=runs/gpu/stage                 # finished records, laid out as in the repo
+STAGE=runs/gpu/stage       # finished records, laid out as in the repo
 LOCK=runs/gpu/.stage.lock
-mkdir -p "$STAGE/benchmarks/results"
+STAGED=runs/gpu/staged     # items (paths under STAGE) ever staged on this machine
+PACKED=runs/gpu/packed     # items already in a tar that came back
+CALL=runs/gpu/call-items   # items this call returns: staged here, or staged and not returned
+mkdir -p "$STAGE"
+touch "$STAGED" "$PACKED"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}  # several processes share the machine's cores
 
-pack() { tar -cf "$OUT/records.tar.tmp" -C "$STAGE" . && mv "$OUT/records.tar.tmp" "$OUT/records.tar"; }
+pack() { $PY scripts/gpu_pack.py "$STAGE" "$CALL" "$OUT" "$PACKED" "$TAR_BYTES"; }  # under LOCK
+(  # a new call: drop half-staged folders, return what an earlier call staged but never returned
+  flock 9
+  find "$STAGE" -depth \( -name '*.tmp' -o -name '*.old' \) -exec rm -rf {} +
+  grep -vxF -f "$PACKED" "$STAGED" > "$CALL" || true
+  [[ -s $CALL ]] && pack
+) 9>"$LOCK"
+
 left() { echo $((BUDGET - SECONDS)); }
-estimate() { cat "runs/gpu/$1_seconds" 2>/dev/null || echo "$2"; }  # last measured, else a guess
-# background jobs: wait for a free slot
-throttle() { while (( $(jobs -rp | wc -l) >= PARALLEL )); do wait -n; done; }
+run_job() {  # a command, killed at the hard limit
+  local t=$((HARD - SECONDS))
+  ((t > 5)) || { echo "[gpu-queue] no time left for: $*" >&2; return 124; }
+  timeout "$t" "$@"
+}
+estimate() {  # key, default: the last measured duration of such an item on this machine
+  local v; v=$(cat "runs/gpu/$1_seconds" 2>/dev/null)
+  [[ $v =~ ^[0-9]+$ ]] && echo "$v" || echo "$2"
+}
+set_estimate() { echo "$2" > "runs/gpu/$1_seconds.tmp" && mv "runs/gpu/$1_seconds.tmp" "runs/gpu/$1_seconds"; }
+throttle() { while (( $(jobs -rp | wc -l) >= PARALLEL )); do wait -n; done; }  # a free slot
 quiet() { tr '\r' '\n' | grep -v "it/s\]$" | tail -"$1"; }
 
-stage() {  # source folder, destination folder (relative to the repo), files: copy and repack
+stage() {  # source folder, item (a folder relative to the repo), files: copy, then one rename
   local src=$1 rel=$2; shift 2
   (
     flock 9
-    mkdir -p "$STAGE/$rel.tmp" && for f in "$@"; do
-      cp "$src/$f" "$STAGE/$rel.tmp/" || { rm -rf "$STAGE/$rel.tmp"; exit 1; }
-    done
-    mkdir -p "$STAGE/$rel" && mv "$STAGE/$rel.tmp"/* "$STAGE/$rel/" && rmdir "$STAGE/$rel.tmp" && pack
+    tmp=$STAGE/$rel.tmp
+    rm -rf "$tmp" && mkdir -p "$tmp" || exit 1
+    for f in "$@"; do cp "$src/$f" "$tmp/" || { rm -rf "$tmp"; exit 1; }; done
+    grep -qxF "$rel" "$STAGED" || echo "$rel" >> "$STAGED"  # first: a kill after the rename
+    grep -qxF "$rel" "$CALL" || echo "$rel" >> "$CALL"      # still returns it next call
+    if [[ -d $STAGE/$rel ]]; then rm -rf "$STAGE/$rel.old" && mv "$STAGE/$rel" "$STAGE/$rel.old"; fi
+    mv -T "$tmp" "$STAGE/$rel" && rm -rf "$STAGE/$rel.old" && pack
+  ) 9>"$LOCK"
+}
+
+stage_file() {  # source file, item (a file path relative to the repo): copy, then one rename
+  (
+    flock 9
+    mkdir -p "$(dirname "$STAGE/$2")" && cp "$1" "$STAGE/$2.tmp" || exit 1
+    grep -qxF "$2" "$STAGED" || echo "$2" >> "$STAGED"
+    grep -qxF "$2" "$CALL" || echo "$2" >> "$CALL"
+    mv "$STAGE/$2.tmp" "$STAGE/$2" && pack
   ) 9>"$LOCK"
 }
 
 bench() {  # name, then bench_ensemble.py arguments
   local name=$1; shift
-  local rec=$STAGE/benchmarks/results/ensemble-$GPU$name.json
-  [[ -f $rec || -f benchmarks/results/ensemble-$GPU$name.json ]] && return  # done or committed
+  local rel=benchmarks/results/ensemble-$GPU$name.json
+  [[ -f $STAGE/$rel || -f $rel ]] && return  # done, or committed
   (( $(left) > 60 )) || return
   echo "[gpu-queue] bench$name ($(left) s left)"
-  timeout $(($(left) - 10)) $PY benchmarks/bench_ensemble.py --device cuda "$@" \
-    --record "runs/gpu/ensemble-$GPU$name.json" \
-    && stage runs/gpu benchmarks/results "ensemble-$GPU$name.json"
+  mkdir -p runs/gpu/bench
+  run_job $PY benchmarks/bench_ensemble.py --device cuda "$@" \
+    --record "runs/gpu/bench/ensemble-$GPU$name.json" \
+    && stage_file "runs/gpu/bench/ensemble-$GPU$name.json" "$rel"
 }
 
-finish_cell() {  # out, destination, cell label, t0, budgets...: evaluate (all at once), stage
-  local out=$1 rel=$2 label=$3 t0=$4 b; shift 4
-  $DL evaluate "$out" --device cuda 2>&1 | quiet 2 &
-  for b in "$@"; do
-    [[ -f $out/snapshot-eps$b-eval-600ep.json ]] || $DL evaluate "$out" --device cuda \
-      --snapshot "$b" 2>&1 | quiet 1 &
-  done
-  wait
-  local files=(run.json eval-600ep.json)
-  for b in "$@"; do files+=("snapshot-eps$b-eval-600ep.json"); done
-  for f in "${files[@]}"; do [[ -f $out/$f ]] || { echo "[gpu-queue] $label: no $f"; return 1; }; done
-  # issue 14: samples-10k.npz beside the run, recorded in its run.json
-  $DL publish-samples "$out" --dest "$out" | tail -1 || return 1
-  stage "$out" "$rel" "${files[@]}" samples-10k.npz || return 1
-  local method=${rel#data/results/}
-  echo $((SECONDS - t0 + 15)) > "runs/gpu/cell-${method%%/*}_seconds"
-  echo "[gpu-queue] $label: done in $((SECONDS - t0)) s (evaluations overlapped)"
+eval_job() {  # out, item, label, t0, estimate key (empty: none), target (main|snapshot budget|-),
+  # budgets...: one evaluation; whichever of a run's evaluations ends last stages the run
+  local out=$1 rel=$2 label=$3 t0=$4 key=$5 target=$6 b f; shift 6
+  if [[ $target == main ]]; then
+    run_job $DL evaluate "$out" --device cuda 2>&1 | quiet 2
+  elif [[ $target != - ]]; then
+    run_job $DL evaluate "$out" --device cuda --snapshot "$target" 2>&1 | quiet 1
+  fi
+  (
+    flock 8
+    [[ -f $out/.staged ]] && exit 0
+    files=(run.json eval-600ep.json)
+    for b in "$@"; do files+=("snapshot-eps$b-eval-600ep.json"); done
+    for f in "${files[@]}"; do [[ -f $out/$f ]] || exit 0; done  # another one still runs
+    # issue 14: samples-10k.npz beside the run, recorded in its run.json
+    run_job $DL publish-samples "$out" --dest "$out" | tail -1 || exit 1
+    stage "$out" "$rel" "${files[@]}" samples-10k.npz || exit 1
+    touch "$out/.staged"
+    [[ -n $key ]] && set_estimate "$key" $((SECONDS - t0 + 15))
+    echo "[gpu-queue] $label: done in $((SECONDS - t0)) s"
+  ) 8>"$out/.finish.lock"
 }
 
 cell() {  # method, config, results folder, seed, then --set overrides (+snap: tab:lowdp)
   local method=$1 cfg=$2 folder=$3 seed=$4; shift 4
   local out=runs/gpu/$method/$cfg/$folder rel=data/results/$method/$cfg/$folder
-  local label=$method/$cfg/$folder need
+  local label=$method/$cfg/$folder need key t0=$SECONDS sets=() budgets=() kv b
   [[ -f $STAGE/$rel/eval-600ep.json || -f $rel/eval-600ep.json ]] && return
-  need=$(estimate "cell-$method" 360)  # per method: a G-PATE cell is not a DataLens cell
+  for kv in "$@"; do  # +snap: generator snapshots at eps 0.2 .. 0.8 (tab:lowdp), evaluated
+    if [[ $kv == +snap ]]; then budgets=(0.2 0.4 0.6 0.8); else sets+=(--set "$kv"); fi
+  done
+  key=cell-$method; ((${#budgets[@]})) && key=$key-snap
+  local guess=360; [[ $method == dcgan ]] && guess=700  # 25 epochs of batch 64: > 465 s
+  need=$(estimate "$key" $guess)  # per kind of cell: a G-PATE cell is not a DataLens cell
   if (( $(left) < need )); then
     echo "[gpu-queue] $label: skipped, $(left) s left < $need s per cell"; return
   fi
   echo "[gpu-queue] $label seed $seed ($(left) s left)"
-  local t0=$SECONDS sets=() budgets=() kv
-  for kv in "$@"; do  # +snap: generator snapshots at eps 0.2 .. 0.8 (tab:lowdp), evaluated
-    if [[ $kv == +snap ]]; then budgets=(0.2 0.4 0.6 0.8); else sets+=(--set "$kv"); fi
-  done
   ((${#budgets[@]})) && sets+=(--snapshot-budgets "${budgets[@]}")
   if ! grep -qs '"status": "complete"' "$out/run.json"; then
     rm -rf "$out"  # no training checkpoints on a GPU (27 GB per save): a cut training restarts
-    $DL train --method "$method" --config "$cfg" --profile paper --out "$out" --device cuda \
-      --seed "$seed" --checkpoint-every 0 "${sets[@]}" 2>&1 | quiet 3
-    grep -qs '"status": "complete"' "$out/run.json" || { echo "[gpu-queue] $label: training failed"; return; }
+    run_job $DL train --method "$method" --config "$cfg" --profile paper --out "$out" \
+      --device cuda --seed "$seed" --checkpoint-every 0 "${sets[@]}" 2>&1 | quiet 3
+    if ! grep -qs '"status": "complete"' "$out/run.json"; then
+      echo "[gpu-queue] $label: training failed or cut"
+      (( SECONDS - t0 > need )) && set_estimate "$key" $((SECONDS - t0 + 15))
+      return
+    fi
+  else
+    key=  # resumed: its duration says nothing about a whole cell
   fi  # the evaluations resume from their own checkpoints (every 10 epochs)
-  throttle
-  finish_cell "$out" "$rel" "$label" "$t0" "${budgets[@]}" &
+  local targets=()
+  [[ -f $out/eval-600ep.json ]] || targets+=(main)
+  for b in "${budgets[@]}"; do
+    [[ -f $out/snapshot-eps$b-eval-600ep.json ]] || targets+=("$b")
+  done
+  ((${#targets[@]})) || targets=(-)  # all evaluated in an earlier call: only stage
+  for b in "${targets[@]}"; do
+    throttle
+    eval_job "$out" "$rel" "$label" "$t0" "$key" "$b" "${budgets[@]}" &
+  done
 }
 
 dpsgd_cell() {  # method, k, eps, seeds[, scope]: one tab:dpsgd cell of MNIST (issue 13), in the
@@ -119,35 +177,46 @@ print(cell_name('$m', float('$k'), float('$eps'), '$scope'))") && [[ -n $cell ]]
   local out=runs/gpu/dpsgd/mnist/$cell/paper rel=data/results/dpsgd/mnist/$cell/paper
   [[ -f $STAGE/$rel/summary.json || -f $rel/summary.json ]] && return
   throttle
+  if (( $(left) < need )); then  # the wait for a slot took the time
+    echo "[gpu-queue] dpsgd $cell: skipped, $(left) s left < $need s per cell"; return
+  fi
   echo "[gpu-queue] dpsgd $cell, $seeds seeds ($(left) s left)"
   {
-    local t0=$SECONDS
-    $DL dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" --seeds "$seeds" \
-      --profile paper --out "$out" --device cuda --set "scope=$scope" --quiet 2>&1 | tail -1
-    if [[ -f $out/summary.json ]]; then  # the seeds' records (resumed seeds are skipped)
+    t0=$SECONDS
+    if run_job $DL dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" \
+        --seeds "$seeds" --profile paper --out "$out" --device cuda --set "scope=$scope" \
+        --quiet 2>&1 | tail -1; then  # seeds finished in an earlier call are skipped
       stage "$out" "$rel" $(cd "$out" && ls seed*.json) summary.json
-      echo $((SECONDS - t0 + 10)) > runs/gpu/dpsgd_seconds
+      (( SECONDS - t0 > 60 )) && set_estimate dpsgd $((SECONDS - t0 + 10))
     fi
   } &
 }
 
+CONTROL_SCENARIOS=(topagg topk-gm-dp topk-sgd gm-dp clipped-sgd)  # train.CONTROL, as folders
+
 dpsgd_control() {  # k, eps: tab:control's five scenarios on MNIST, 5 seeds each (issue 13)
-  local k=$1 eps=$2 out=runs/gpu/dpsgd/mnist/control-paper name=control-k$1-eps$2 need
-  [[ -f $STAGE/data/results/dpsgd/mnist/$name-topagg/paper/summary.json ]] && return
-  [[ -f data/results/dpsgd/mnist/$name-topagg/paper/summary.json ]] && return
+  local k=$1 eps=$2 out=runs/gpu/dpsgd/mnist/control-paper name=control-k$1-eps$2 need s
+  local missing=0
+  for s in "${CONTROL_SCENARIOS[@]}"; do
+    [[ -f $STAGE/data/results/dpsgd/mnist/$name-$s/paper/summary.json \
+       || -f data/results/dpsgd/mnist/$name-$s/paper/summary.json ]] || missing=1
+  done
+  ((missing)) || return
   need=$((5 * $(estimate dpsgd 150)))
   if (( $(left) < need )); then
     echo "[gpu-queue] dpsgd $name: skipped, $(left) s left < $need s"; return
   fi
   throttle
+  (( $(left) >= need )) || { echo "[gpu-queue] dpsgd $name: skipped after the wait"; return; }
   echo "[gpu-queue] dpsgd $name: five scenarios, 5 seeds each ($(left) s left)"
   {
-    local t0=$SECONDS d n=0
-    $DL dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds 5 --profile paper \
-      --out "$out" --device cuda --quiet 2>&1 | tail -5
-    for d in "$out/$name"-*; do
+    t0=$SECONDS n=0
+    run_job $DL dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds 5 \
+      --profile paper --out "$out" --device cuda --quiet 2>&1 | tail -5
+    for s in "${CONTROL_SCENARIOS[@]}"; do  # each scenario whose five seeds finished
+      d=$out/$name-$s
       [[ -f $d/summary.json ]] || continue
-      stage "$d" "data/results/dpsgd/mnist/$(basename "$d")/paper" $(cd "$d" && ls ./*.json) \
+      stage "$d" "data/results/dpsgd/mnist/$name-$s/paper" $(cd "$d" && ls ./*.json) \
         && n=$((n + 1))
     done
     echo "[gpu-queue] dpsgd $name: $n scenarios in $((SECONDS - t0)) s"
@@ -221,4 +290,4 @@ cell dcgan mnist-epsinf paper 0
 cell dcgan fashion-mnist-epsinf paper 0
 echo "[gpu-queue] queue walked after $SECONDS s; waiting for the background jobs"
 wait
-echo "[gpu-queue] stopped after $SECONDS s; $(tar -tf "$OUT/records.tar" 2>/dev/null | grep -c json) records in records.tar"
+echo "[gpu-queue] stopped after $SECONDS s; $(cat "$OUT"/records-*.tar 2>/dev/null | tar -tif - 2>/dev/null | grep -c json) records in $(ls "$OUT" | grep -c '^records-') tar(s)"

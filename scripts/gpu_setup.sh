@@ -3,4 +3,4 @@
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || return 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 DATALENS_DATA_DIR=$PWD/data/raw
-[ -f .git-sha ] && export DATALENS_GIT_SHA=$(cat .git-sha)
+if [ -f .git-sha ]; then export DATALENS_GIT_SHA=$(cat .git-sha); fi  # (the last status counts)

@@ -1,7 +1,9 @@
-"""The lent-GPU queue (scripts/gpu_queue.sh) as a dry run on the CPU: a fake ``datalens``
-command stands in for training, evaluation and DP-SGD, so the test checks the queue's own
-logic — records staged and packed as each item ends, evaluations overlapping in the
-background, everything finished before the script exits, committed work skipped."""
+"""The lent-GPU queue (scripts/gpu_queue.sh, scripts/gpu_pack.py) as a dry run on the CPU: a
+fake ``datalens`` command stands in for training, evaluation and DP-SGD, so these tests check
+the queue's own logic — records staged whole and packed into tars that fit what a call brings
+back, evaluations overlapping but never more than the parallel limit, everything finished
+before the script exits, a second call returning only what the first did not, the time budget
+and the hard limit respected."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -27,11 +30,12 @@ case $cmd in
   train) out=$(arg --out "$@"); mkdir -p "$out"; sleep 0.2
          echo '{"status": "complete"}' > "$out/run.json" ;;
   evaluate) out=$1; snap=$(arg --snapshot "$@")
-         echo "start $(date +%s.%N)" >> "$EVAL_LOG"; sleep 1
+         echo "start $(date +%s.%N)" >> "$EVAL_LOG"; sleep "${FAKE_EVAL_SLEEP:-1}"
          echo "end $(date +%s.%N)" >> "$EVAL_LOG"
          if [[ -n $snap ]]; then echo '{}' > "$out/snapshot-eps$snap-eval-600ep.json"
          else echo '{}' > "$out/eval-600ep.json"; fi ;;
-  publish-samples) dest=$(arg --dest "$@"); echo npz > "$dest/samples-10k.npz"
+  publish-samples) dest=$(arg --dest "$@")
+         head -c "${FAKE_NPZ_BYTES:-100}" /dev/zero > "$dest/samples-10k.npz"
          echo "$dest/samples-10k.npz: 10000 images" ;;
   dpsgd) out=$(arg --out "$@"); sleep 0.5
          if [[ " $* " == *" --control "* ]]; then
@@ -51,14 +55,16 @@ def queue_dir(tmp_path: Path) -> Path:
     if shutil.which("flock") is None:
         pytest.skip("flock (util-linux) is not installed")
     (tmp_path / "scripts").mkdir()
-    shutil.copy(ROOT / "scripts" / "gpu_queue.sh", tmp_path / "scripts" / "gpu_queue.sh")
+    for name in ("gpu_queue.sh", "gpu_pack.py"):
+        shutil.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
     fake = tmp_path / "fake-dl"
     fake.write_text(FAKE_DL)
     fake.chmod(0o755)
-    (tmp_path / "runs" / "gpu").mkdir(parents=True)
-    for method in ("gpate", "dpgan", "datalens", "dcgan"):
-        (tmp_path / "runs" / "gpu" / f"cell-{method}_seconds").write_text("3\n")
-    (tmp_path / "runs" / "gpu" / "dpsgd_seconds").write_text("1\n")
+    gpu = tmp_path / "runs" / "gpu"
+    gpu.mkdir(parents=True)
+    for key in ("gpate", "dpgan", "datalens", "datalens-snap", "dcgan"):
+        (gpu / f"cell-{key}_seconds").write_text("3\n")
+    (gpu / "dpsgd_seconds").write_text("1\n")
     bench = tmp_path / "benchmarks" / "results"
     bench.mkdir(parents=True)
     (bench / "ensemble-fake-gpu-nchw.json").write_text("{}")  # the benchmark: committed
@@ -66,52 +72,137 @@ def queue_dir(tmp_path: Path) -> Path:
     done = tmp_path / "data" / "results" / "gpate" / "mnist-eps1" / "paper"
     done.mkdir(parents=True)
     (done / "eval-600ep.json").write_text("{}")
-    (tmp_path / "out").mkdir()
     return tmp_path
 
 
-def _run(queue_dir: Path, seconds: int) -> subprocess.CompletedProcess:
+def _run(queue_dir: Path, seconds: int, out: str = "out", **env_extra: str
+         ) -> tuple[int, str, float, float]:
+    """Run the queue; returns its exit status, output, start and exit times (the output goes to
+    a file, so the exit time is the script's own, not that of jobs it left behind)."""
+    (queue_dir / out).mkdir(exist_ok=True)
     env = {**os.environ, "GPU_SETUP": ":", "DL": str(queue_dir / "fake-dl"),
-           "GPU_NAME": "Fake GPU", "OUT": str(queue_dir / "out"),
+           "GPU_NAME": "Fake GPU", "OUT": str(queue_dir / out),
            "GPU_QUEUE_SECONDS": str(seconds), "GPU_QUEUE_PARALLEL": "3",
-           "EVAL_LOG": str(queue_dir / "eval.log"),
-           "PYTHONPATH": str(ROOT), "PY": sys.executable}
-    return subprocess.run(["bash", "scripts/gpu_queue.sh"], cwd=queue_dir, env=env,
-                          capture_output=True, text=True, timeout=120)
+           "EVAL_LOG": str(queue_dir / "eval.log"), "PYTHONPATH": str(ROOT),
+           "PY": sys.executable, **env_extra}
+    log = queue_dir / f"{out}.log"
+    t0 = time.time()
+    with open(log, "w") as f:
+        rc = subprocess.run(["bash", "scripts/gpu_queue.sh"], cwd=queue_dir, env=env,
+                            stdout=f, stderr=subprocess.STDOUT, timeout=120).returncode
+    return rc, log.read_text(), t0, time.time()
 
 
-def test_gpu_queue_dry_run_stages_overlaps_and_finishes(queue_dir: Path):
-    res = _run(queue_dir, seconds=12)
-    assert res.returncode == 0, res.stderr[-2000:]
-    with tarfile.open(queue_dir / "out" / "records.tar") as tar:
-        names = {n.lstrip("./") for n in tar.getnames()}
-    # the committed G-PATE cell is skipped; the next one arrives whole, with its subset
-    assert not any(n.startswith("data/results/gpate/mnist-eps1/paper/") for n in names)
-    cell = "data/results/gpate/mnist-eps1/paper-official-stop"
-    assert {f"{cell}/run.json", f"{cell}/eval-600ep.json", f"{cell}/samples-10k.npz"} <= names
-    assert not any(".tmp" in n for n in names)  # no half-staged folder
-    # every evaluation that started also ended and was staged before the script exited
+def _tars(folder: Path) -> dict[str, list[str]]:
+    out = {}
+    for t in sorted(folder.glob("records-*.tar")):
+        with tarfile.open(t) as tar:
+            out[t.name] = [m.name for m in tar.getmembers() if m.isfile()]
+    return out
+
+
+def _eval_times(queue_dir: Path) -> tuple[list[float], list[float]]:
     log = (queue_dir / "eval.log").read_text().split()
-    starts = [float(t) for k, t in zip(log[::2], log[1::2], strict=True) if k == "start"]
-    ends = [float(t) for k, t in zip(log[::2], log[1::2], strict=True) if k == "end"]
-    assert len(starts) == len(ends) > 1
-    evals = {n for n in names if n.endswith("eval-600ep.json")}
-    assert len(evals) == len(ends)
-    # the evaluations overlapped (background), more than one at a time
-    events = sorted([(t, 1) for t in starts] + [(t, -1) for t in ends])
+    pairs = list(zip(log[::2], log[1::2], strict=True))
+    return ([float(t) for k, t in pairs if k == "start"],
+            [float(t) for k, t in pairs if k == "end"])
+
+
+def test_dry_run_stages_whole_cells_overlaps_within_the_limit_and_waits(queue_dir: Path):
+    # evaluations of 3 s: the last ones outlive the walk down the list, so only the final wait
+    # keeps them inside the script's lifetime
+    rc, log, _, t_exit = _run(queue_dir, seconds=12, FAKE_EVAL_SLEEP="3")
+    assert rc == 0, log[-2000:]
+    files = [f for names in _tars(queue_dir / "out").values() for f in names]
+    assert len(files) == len(set(files))  # each record in one tar
+    # the committed G-PATE cell is skipped; the next one arrives whole, with its subset
+    assert not any(f.startswith("data/results/gpate/mnist-eps1/paper/") for f in files)
+    cell = "data/results/gpate/mnist-eps1/paper-official-stop"
+    assert {f"{cell}/run.json", f"{cell}/eval-600ep.json", f"{cell}/samples-10k.npz"} <= set(
+        files)
+    assert not any(".tmp" in f or ".old" in f for f in files)
+    # five control scenarios, each with its records
+    assert sum(f.endswith("/paper/summary.json") and "/control-k0.6-eps1-" in f
+               for f in files) == 5
+    starts, ends = _eval_times(queue_dir)
+    assert len(starts) == len(ends) > 3
+    # every evaluation ended before the script exited (its final wait), and was packed
+    assert max(ends) <= t_exit
+    assert sum(f.endswith("eval-600ep.json") for f in files) == len(ends)
+    # the evaluations overlapped, never more than GPU_QUEUE_PARALLEL (3) at a time
     level, peak = 0, 0
-    for _, d in events:
+    for _, d in sorted([(t, 1) for t in starts] + [(t, -1) for t in ends]):
         level += d
         peak = max(peak, level)
-    assert peak >= 2
-    assert "queue walked" in res.stdout
-    assert "stopped after" in res.stdout
+    assert 2 <= peak <= 3
 
 
-def test_gpu_queue_respects_the_time_budget(queue_dir: Path):
-    # with no time left nothing starts and nothing is packed
-    res = _run(queue_dir, seconds=0)
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert "skipped" in res.stdout
-    assert not (queue_dir / "out" / "records.tar").exists()
+def test_tars_stay_under_the_size_limit_and_a_second_call_returns_only_what_is_new(
+        queue_dir: Path):
+    rc, log, _, _ = _run(queue_dir, seconds=8, FAKE_NPZ_BYTES="6000",
+                         GPU_QUEUE_TAR_BYTES="30000")
+    assert rc == 0, log[-2000:]
+    first = _tars(queue_dir / "out")
+    assert len(first) >= 2  # split: three cells' subsets do not fit one 30000-byte tar
+    for name in first:
+        assert (queue_dir / "out" / name).stat().st_size <= 30000
+    sent = {f for names in first.values() for f in names}
+    # an item staged but never returned (a kill between its rename and the pack): forget it
+    packed = queue_dir / "runs" / "gpu" / "packed"
+    items = packed.read_text().split()
+    lost = next(i for i in items if i.startswith("data/results/gpate/"))
+    packed.write_text("".join(i + "\n" for i in items if i != lost))
+    rc, log, _, _ = _run(queue_dir, seconds=12, out="out2", FAKE_NPZ_BYTES="6000",
+                         GPU_QUEUE_TAR_BYTES="30000")
+    assert rc == 0, log[-2000:]
+    second = {f for names in _tars(queue_dir / "out2").values() for f in names}
+    assert {f for f in second if f.startswith(lost + "/")}  # returned again
+    again = {f for f in second & sent if not f.startswith(lost + "/")}
+    assert not again  # nothing else the first call returned
+    assert any(f.startswith("data/results/dpsgd/") for f in second)  # the queue went on
+
+
+def test_no_time_left_starts_nothing(queue_dir: Path):
+    rc, log, _, _ = _run(queue_dir, seconds=0)
+    assert rc == 0, log[-2000:]
+    assert "skipped" in log
+    assert not _tars(queue_dir / "out")
     assert not (queue_dir / "eval.log").exists()
+
+
+def test_the_hard_limit_kills_jobs_and_leaves_no_half_record(queue_dir: Path):
+    rc, log, t0, t_exit = _run(queue_dir, seconds=3, GPU_QUEUE_HARD="8",
+                               FAKE_EVAL_SLEEP="60")
+    assert rc == 0, log[-2000:]
+    assert t_exit - t0 < 30  # not the 60 s an evaluation would take
+    files = [f for names in _tars(queue_dir / "out").values() for f in names]
+    assert not any(f.endswith("eval-600ep.json") for f in files)  # none finished
+    assert not list((queue_dir / "runs" / "gpu" / "stage").rglob("eval-600ep.json"))
+
+
+def test_gpu_pack_leaves_out_what_fits_no_tar(tmp_path: Path):
+    stage = tmp_path / "stage"
+    for name, size in (("a", 10), ("b", 20000), ("c", 10)):
+        (stage / name).mkdir(parents=True)
+        (stage / name / "f.bin").write_bytes(b"x" * size)
+    (tmp_path / "call").write_text("a\nb\nc\nmissing\n")
+    (tmp_path / "out").mkdir()
+    packed = tmp_path / "packed"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_pack.py"), str(stage),
+                    str(tmp_path / "call"), str(tmp_path / "out"), str(packed), "12000"],
+                   check=True, capture_output=True)
+    tars = _tars(tmp_path / "out")
+    assert list(tars) == ["records-1.tar"] and sorted(tars["records-1.tar"]) == [
+        "a/f.bin", "c/f.bin"]
+    assert packed.read_text().split() == ["a", "c"]  # b stays for a later call
+
+
+def test_the_script_waits_for_its_background_evaluations(queue_dir: Path):
+    """Evaluations of 6 s started in the first seconds outlive the walk down the list: only
+    the final wait keeps them (and their records) inside the script's lifetime."""
+    rc, log, _, t_exit = _run(queue_dir, seconds=4, FAKE_EVAL_SLEEP="6")
+    assert rc == 0, log[-2000:]
+    starts, ends = _eval_times(queue_dir)
+    assert starts and len(ends) == len(starts) and max(ends) <= t_exit
+    files = [f for names in _tars(queue_dir / "out").values() for f in names]
+    assert sum(f.endswith("eval-600ep.json") for f in files) == len(ends)
