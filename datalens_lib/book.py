@@ -513,6 +513,25 @@ def schedule_table(root: Path | None = None,
     return pd.DataFrame(rows)
 
 
+def diverged_evaluations(root: Path | None = None) -> pd.DataFrame:
+    """Committed evaluations whose classifier's weights stopped being finite
+    (``diverged_at_epoch``, recorded since 2026-11-27): from that epoch the classifier predicts
+    one class, so its clean protocol reads that class's share of the test set while the paper
+    protocol keeps the best epoch before it. One row per such record."""
+    rows = []
+    for f in sorted((root or RESULTS_DIR).glob("*/*/*/*eval-*ep.json")):
+        ev = json.loads(f.read_text())
+        if ev.get("diverged_at_epoch") is not None:
+            rows.append({"method": f.parents[2].name, "config": f.parents[1].name,
+                         "folder": f.parent.name, "record": f.name,
+                         "diverged_at_epoch": ev["diverged_at_epoch"], "epochs": ev["epochs"],
+                         "paper_protocol": ev["paper"], "clean_protocol": ev["clean"],
+                         "best_epoch": ev["best_epoch"]})
+    return pd.DataFrame(rows, columns=["method", "config", "folder", "record",
+                                       "diverged_at_epoch", "epochs", "paper_protocol",
+                                       "clean_protocol", "best_epoch"])
+
+
 # settings that change cost or memory, not what a run computes (up to rounding)
 COMPUTE_ONLY_KEYS = frozenset({"chunk", "notes", "moment_dtype"})
 

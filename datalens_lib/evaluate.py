@@ -98,6 +98,9 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     model = EvalCNN(tuple(xtr.shape[1:]), num_classes).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     accs: list[float] = []
+    # the first epoch after which a weight is not finite (the SGD diverged: from then on the
+    # classifier predicts one class, and the clean protocol reports that class's share)
+    nonfinite_from: int | None = None
     key = [lr, batch_size, seed, len(xtr), len(xte), _fingerprint(x_train, y_train)]
     ckpt = Path(checkpoint) if checkpoint is not None else None
     times: list[float] = []  # cumulative training seconds after each epoch
@@ -108,9 +111,10 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
         if st["args"] == key:
             accs = list(st["accs"])
             times = list(st["times"])
+            nonfinite_from = st.get("nonfinite_from")  # absent from older checkpoints
             if len(accs) >= epochs:  # a longer schedule already ran: its prefix is the answer
                 return _classifier_result(accs[:epochs], lr, batch_size, seed, len(xtr),
-                                          times[epochs - 1], len(accs))
+                                          times[epochs - 1], len(accs), nonfinite_from)
             model.load_state_dict(st["model"])
             opt.load_state_dict(st["opt"])
             gen.set_state(st["gen"])
@@ -129,6 +133,9 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+        if nonfinite_from is None and not all(bool(torch.isfinite(p).all())
+                                              for p in model.parameters()):
+            nonfinite_from = epoch + 1
         accs.append(accuracy(model, xte, yte))
         times.append(before + time.perf_counter() - t0)
         if ckpt is not None and ((epoch + 1) % checkpoint_every == 0 or epoch + 1 == epochs):
@@ -136,16 +143,23 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
                      "opt": opt.state_dict(), "gen": gen.get_state(),
                      "torch_rng": torch.get_rng_state(),
                      "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda"
-                     else None, "times": times}
+                     else None, "times": times, "nonfinite_from": nonfinite_from}
             atomic_save(ckpt, lambda tmp, st=state: torch.save(st, tmp))
-    return _classifier_result(accs, lr, batch_size, seed, len(xtr), times[-1], resumed_at)
+    return _classifier_result(accs, lr, batch_size, seed, len(xtr), times[-1], resumed_at,
+                              nonfinite_from)
 
 
 def _classifier_result(accs: list[float], lr: float, batch_size: int, seed: int, n_train: int,
-                       seconds: float, resumed_at: int) -> dict[str, Any]:
+                       seconds: float, resumed_at: int, nonfinite_from: int | None = None
+                       ) -> dict[str, Any]:
     """``continued_from_epoch``: epochs taken from a checkpoint (0: all trained in this call);
-    ``seconds``: training time of the whole schedule, summed over the calls that made it."""
+    ``seconds``: training time of the whole schedule, summed over the calls that made it;
+    ``diverged_at_epoch``: the first epoch after which the classifier's weights were not finite
+    (None: finite throughout, or unknown for epochs resumed from an older checkpoint)."""
+    if nonfinite_from is not None and nonfinite_from > len(accs):
+        nonfinite_from = None  # a prefix of the schedule that ends before the divergence
     return {"test_accuracy_per_epoch": accs, "paper": max(accs), "clean": accs[-1],
+            "diverged_at_epoch": nonfinite_from,
             "shorter_schedules": schedule_sensitivity(accs),
             "best_epoch": int(np.argmax(accs)) + 1, "epochs": len(accs), "lr": lr,
             "batch_size": batch_size, "seed": seed, "seconds": seconds,

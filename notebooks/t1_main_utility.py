@@ -249,3 +249,16 @@ if len(sched):
             + "; ".join(lines) + ". The clean protocol (last epoch) instead falls as the "
             "classifier over-fits the synthetic data, so its value depends strongly on the "
             "schedule length."))
+
+# %% [markdown]
+# An evaluation whose classifier diverged (its weights became inf or NaN) predicts one class
+# from then on: its clean protocol is that class's share of the test set, not a utility. Since
+# 2026-11-27 each evaluation record says whether and when (`diverged_at_epoch`); earlier
+# records do not.
+
+# %%
+diverged = book.diverged_evaluations()
+if len(diverged):
+    display(diverged)
+else:
+    display(Markdown("No committed evaluation records a diverged classifier."))

@@ -320,3 +320,23 @@ def test_committed_match_finds_the_setting_and_the_cpu_family_only_when_asked(tm
     assert book.committed_match("mnist-eps1", {"k": 300, "moment_dtype": "float32"}, tmp_path,
                                 cpu_family=True) is None
     assert book.committed_match("mnist-eps1", {"k": 250}, tmp_path, cpu_family=True) is None
+
+
+def test_diverged_evaluations_lists_only_records_that_say_so(tmp_path):
+    from datalens_lib.book import diverged_evaluations
+
+    assert diverged_evaluations(tmp_path).empty
+    d = tmp_path / "gpate" / "mnist-eps1" / "paper"
+    d.mkdir(parents=True)
+    base = {"epochs": 600, "paper": 0.39, "clean": 0.098, "best_epoch": 49}
+    (d / "eval-600ep.json").write_text(json.dumps({**base, "diverged_at_epoch": 51}))
+    (d / "eval-30ep.json").write_text(json.dumps({**base, "diverged_at_epoch": None}))
+    old = tmp_path / "datalens" / "mnist-eps1" / "paper"
+    old.mkdir(parents=True)
+    (old / "eval-600ep.json").write_text(json.dumps(base))  # older record: no field
+    t = diverged_evaluations(tmp_path)
+    assert len(t) == 1
+    r = t.iloc[0]
+    assert (r.method, r.config, r.folder, r.record) == ("gpate", "mnist-eps1", "paper",
+                                                        "eval-600ep.json")
+    assert r.diverged_at_epoch == 51 and r.clean_protocol == 0.098

@@ -331,3 +331,27 @@ def test_a_shorter_schedule_is_answered_from_the_checkpoint(tmp_path):
                             progress=False)
     assert same["test_accuracy_per_epoch"] == full["test_accuracy_per_epoch"]
     assert same["seconds"] == full["seconds"] and same["continued_from_epoch"] == 4
+
+
+def test_a_diverging_classifier_is_flagged_and_a_stable_one_is_not(tmp_path):
+    """SGD with a huge step drives the weights to inf/NaN; the record says from which epoch
+    (the clean protocol then reads one class's share), also when answered from a checkpoint;
+    a prefix that ends before the divergence is not flagged."""
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 96)
+    x = rng.random((96, 1, 28, 28)).astype(np.float32)
+    data = (x[:64], y[:64], x[64:], y[64:], 2)
+    ok = train_classifier(*data, epochs=2, lr=0.05, batch_size=32, progress=False)
+    assert ok["diverged_at_epoch"] is None
+    ck = tmp_path / "eval.ckpt"
+    bad = train_classifier(*data, epochs=3, lr=1e12, batch_size=32, progress=False,
+                           checkpoint=ck, checkpoint_every=1)
+    assert bad["diverged_at_epoch"] in (1, 2, 3)
+    again = train_classifier(*data, epochs=3, lr=1e12, batch_size=32, progress=False,
+                             checkpoint=ck)
+    assert again["continued_from_epoch"] == 3
+    assert again["diverged_at_epoch"] == bad["diverged_at_epoch"]
+    r = _classifier_result(CURVE, 2e-3, 512, 0, 100, 1.0, 0, nonfinite_from=3)
+    assert r["diverged_at_epoch"] == 3
+    assert _classifier_result(CURVE[:2], 2e-3, 512, 0, 100, 1.0, 0,
+                              nonfinite_from=3)["diverged_at_epoch"] is None

@@ -284,7 +284,9 @@ class DPGAN:
             real = self.D(self.x[idx], self._onehot(self.y[idx]))
             # mean loss: Opacus rescales per-example gradients to the examples' own losses
             # and divides the noisy sum by the expected batch size (loss_reduction "mean")
-            self._d_loss(real, True).mean().backward()
+            with warnings.catch_warnings():  # Opacus's hooks announce themselves on inputs
+                warnings.filterwarnings("ignore", message="Full backward hook is firing")
+                self._d_loss(real, True).mean().backward()  # that need no gradient: benign
             self.d_opt.pre_step()  # clip per example, sum, add N(0, sigma^2 C^2), / B
         else:  # an empty Poisson batch still releases the noise
             for p in self.D.parameters():
