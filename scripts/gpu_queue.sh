@@ -66,6 +66,11 @@ set_estimate() { echo "$2" > "runs/gpu/$1_seconds.tmp" && mv "runs/gpu/$1_second
 throttle() { while (( $(jobs -rp | wc -l) >= PARALLEL )); do wait -n; done; }  # a free slot
 quiet() { tr '\r' '\n' | grep -v "it/s\]$" | tail -"$1"; }
 
+register() {  # item: listed before its rename, so a kill after it still returns it next call
+  grep -qxF "$1" "$STAGED" || echo "$1" >> "$STAGED"
+  grep -qxF "$1" "$CALL" || echo "$1" >> "$CALL"
+}
+
 stage() {  # source folder, item (a folder relative to the repo), files: copy, then one rename
   local src=$1 rel=$2; shift 2
   (
@@ -73,8 +78,7 @@ stage() {  # source folder, item (a folder relative to the repo), files: copy, t
     tmp=$STAGE/$rel.tmp
     rm -rf "$tmp" && mkdir -p "$tmp" || exit 1
     for f in "$@"; do cp "$src/$f" "$tmp/" || { rm -rf "$tmp"; exit 1; }; done
-    grep -qxF "$rel" "$STAGED" || echo "$rel" >> "$STAGED"  # first: a kill after the rename
-    grep -qxF "$rel" "$CALL" || echo "$rel" >> "$CALL"      # still returns it next call
+    register "$rel"
     if [[ -d $STAGE/$rel ]]; then rm -rf "$STAGE/$rel.old" && mv "$STAGE/$rel" "$STAGE/$rel.old"; fi
     mv -T "$tmp" "$STAGE/$rel" && rm -rf "$STAGE/$rel.old" && pack
   ) 9>"$LOCK"
@@ -84,8 +88,7 @@ stage_file() {  # source file, item (a file path relative to the repo): copy, th
   (
     flock 9
     mkdir -p "$(dirname "$STAGE/$2")" && cp "$1" "$STAGE/$2.tmp" || exit 1
-    grep -qxF "$2" "$STAGED" || echo "$2" >> "$STAGED"
-    grep -qxF "$2" "$CALL" || echo "$2" >> "$CALL"
+    register "$2"
     mv "$STAGE/$2.tmp" "$STAGE/$2" && pack
   ) 9>"$LOCK"
 }

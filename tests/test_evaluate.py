@@ -353,5 +353,7 @@ def test_a_diverging_classifier_is_flagged_and_a_stable_one_is_not(tmp_path):
     assert again["diverged_at_epoch"] == bad["diverged_at_epoch"]
     r = _classifier_result(CURVE, 2e-3, 512, 0, 100, 1.0, 0, nonfinite_from=3)
     assert r["diverged_at_epoch"] == 3
+    last = _classifier_result(CURVE, 2e-3, 512, 0, 100, 1.0, 0, nonfinite_from=len(CURVE))
+    assert last["diverged_at_epoch"] == len(CURVE)  # diverged in the schedule's last epoch
     assert _classifier_result(CURVE[:2], 2e-3, 512, 0, 100, 1.0, 0,
                               nonfinite_from=3)["diverged_at_epoch"] is None

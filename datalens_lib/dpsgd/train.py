@@ -511,8 +511,7 @@ def run_search(dataset: str, epsilon: float, method: str, k: float, profile: str
     by_val = max(ran, key=lambda r: (r["final_validation"], -r["point"]))
     by_test = max(ran, key=lambda r: (r["best"], -r["point"]))
     summ = {"cell": cell_name(method, base.k, epsilon, base.scope), "dataset": dataset,
-            "method": method,
-            "k": base.k, "epsilon": epsilon, "profile": profile, "seed": seed,
+            "method": method, "k": base.k, "epsilon": epsilon, "profile": profile, "seed": seed,
             "validation": held, "parameters": list(SEARCH_PARAMETERS), "grid": rows,
             "overrides": overrides,
             "selected_validation": {p: by_val[p] for p in ("point", *SEARCH_PARAMETERS)},
