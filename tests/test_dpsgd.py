@@ -236,6 +236,86 @@ def test_the_guard_catches_rows_whose_float32_norm_rounds_below_the_bound(scale)
     assert (got.double().norm(dim=1) <= opt.sensitivity).all()
 
 
+def _wide(dtype, n=24, seed=8):
+    """A model with d = 5,560 > NormTopK's prefilter and per-example gradients whose
+    selections end inside the prefilter (heavy-tailed rows) or need the wider passes
+    (Gaussian rows at large k), a third of them clipped and one not finite."""
+    torch.manual_seed(0)
+    m = GradSampleModule(torch.nn.Sequential(torch.nn.Linear(100, 50), torch.nn.ReLU(),
+                                             torch.nn.Linear(50, 10)).to(dtype))
+    gen = torch.Generator().manual_seed(seed)
+    grads = [torch.randn(n, *p.shape, generator=gen, dtype=dtype) * 0.01
+             for p in m.parameters()]
+    for g in grads:
+        g[::2] = g[::2] ** 5 * 1e6
+        g[1::2] = g[1::2].sign() * (1 + g[1::2].abs())  # nearly flat: 2048 of 5,560 hold ~37 %
+        g[::3] *= 1e3
+    grads[0][5].view(-1)[0] = float("nan")
+    return m, grads
+
+
+@pytest.mark.parametrize("dtype,atol", [(torch.float64, 1e-12), (torch.float32, 2e-5)])
+@pytest.mark.parametrize("k", [0.5, 0.8])
+def test_the_sparse_sum_equals_the_sum_of_the_processed_rows(dtype, atol, k, monkeypatch):
+    """``summed`` (flat NormTopK: kept coordinates only, ``index_add_``) against ``process``'s
+    dense rows summed over examples, with selections that close in each pass."""
+    from datalens_lib.dpsgd.compress import PREFILTER, norm_topk_selection
+
+    m, grads = _wide(dtype)
+    opt = TopAggDPOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), noise_multiplier=1.0,
+                            max_grad_norm=2.0, expected_batch_size=24, k=k)
+    rows = torch.cat(opt.process(grads), 1)
+    want = rows.sum(0)
+    assert torch.isfinite(want).all() and rows[5].abs().sum() == 0
+    flat = torch.nan_to_num(torch.cat([g.reshape(24, -1) for g in grads], 1), nan=0.0)
+    widths = {idx.shape[1] for _, idx, _ in norm_topk_selection(flat, k)}
+    assert min(widths) == PREFILTER and max(widths) > PREFILTER  # both kinds of pass ran
+    with monkeypatch.context() as mp:  # the sparse path never writes the dense rows
+        mp.setattr(TopAggDPOptimizer, "process", lambda *a: pytest.fail("dense path"))
+        got = torch.cat(opt.summed(grads))
+    assert torch.allclose(got, want, rtol=0, atol=atol)
+
+
+def test_each_example_adds_at_most_the_sensitivity_to_the_sparse_sum(monkeypatch):
+    """One example per batch: its contribution to ``summed`` is within the sensitivity, in
+    float64 terms, also for rows whose compressed norm is the sensitivity exactly (four equal
+    coordinates at k = 0.5: NormTopK keeps two, norm C / sqrt(2) = sqrt(k) C) and for rows
+    with one dominant coordinate (its square alone passes k ||g||^2: the selection is empty)."""
+    m, grads = _wide(torch.float32, n=12)
+    for g in grads:
+        g[6:] = 0
+    grads[0][6:9].view(3, -1)[:, :4] = 7e5  # four equal coordinates, clipped to C
+    grads[1][9:].view(3, -1)[:, 0] = 1e8  # one dominant coordinate
+    opt = TopAggDPOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), noise_multiplier=1.0,
+                            max_grad_norm=2.0, expected_batch_size=1, k=0.5)
+    norms = []
+    for i in range(12):
+        norms.append(torch.cat(opt.summed([g[i:i + 1] for g in grads])).double().norm())
+    norms = torch.stack(norms)
+    assert (norms <= opt.sensitivity).all()
+    assert (norms[6:9] > opt.sensitivity * (1 - 2e-6)).all()  # the guard bound, not more
+    assert (norms[:5] > 0).all() and norms[5] == 0  # example 5 is not finite
+    assert (norms[9:] == 0).all()
+    import datalens_lib.dpsgd.optimizer as optimizer
+
+    def keep_all(g, k):  # a broken selection: only the float64 guard can bound the row
+        yield (torch.arange(len(g)), torch.arange(g.shape[1]).expand(len(g), -1),
+               torch.ones_like(g, dtype=torch.bool))
+
+    monkeypatch.setattr(optimizer, "norm_topk_selection", keep_all)
+    n = torch.cat(opt.summed([g[:1] for g in grads])).double().norm()
+    assert opt.sensitivity * (1 - 2e-6) < n <= opt.sensitivity
+
+
+def test_the_sparse_sum_of_an_empty_batch_is_zero():
+    m, _ = _wide(torch.float32)
+    opt = TopAggDPOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), noise_multiplier=1.0,
+                            max_grad_norm=2.0, expected_batch_size=4, k=0.5)
+    got = opt.summed([torch.zeros(0, *p.shape) for p in m.parameters()])
+    assert [t.shape for t in got] == [(p.numel(),) for p in m.parameters()]
+    assert all((t == 0).all() for t in got)
+
+
 def test_empty_batches_and_non_finite_gradients():
     """An empty Poisson batch is a noise-only step; an example with a NaN gradient contributes
     nothing (instead of making the release NaN)."""

@@ -23,6 +23,7 @@ Our choices where the paper is silent:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import torch
 
@@ -46,18 +47,18 @@ def _check_k(k: float) -> float:
 PREFILTER = 2048
 
 
-def norm_topk(g: torch.Tensor, k: float, prefilter: int | None = PREFILTER) -> torch.Tensor:
-    """NormTopK of each row of ``g`` [B, d] (module doc); ``prefilter=None`` sorts every row
-    in full (the reference)."""
-    k = _check_k(k)
-    if k >= 1 or g.numel() == 0:
-        return g
+def norm_topk_selection(g: torch.Tensor, k: float, prefilter: int | None = PREFILTER
+                        ) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """NormTopK's selection (module doc) of each row of ``g`` [B, d] (0 < k < 1, B >= 1)
+    without writing the compressed rows: groups ``(rows, idx, kept)``, where ``idx`` [r, w]
+    are the columns of the w largest squares of the rows ``rows`` in decreasing order and
+    ``kept`` [r, w] marks NormTopK's prefix among them. Every row is in exactly one group;
+    ``prefilter=None`` sorts every row in full (the reference)."""
     if prefilter is not None and prefilter < 1:
         raise ValueError(f"prefilter must be >= 1 or None, got {prefilter!r}")
     sq = g.square()
     limit = k * sq.sum(dim=1)
     d = g.shape[1]
-    keep = torch.zeros_like(sq, dtype=torch.bool)
     rows = torch.arange(len(sq), device=g.device)  # rows whose selection is still open
     width = d if prefilter is None else min(prefilter, d)
     while rows.numel():
@@ -70,12 +71,26 @@ def norm_topk(g: torch.Tensor, k: float, prefilter: int | None = PREFILTER) -> t
         # closed: the prefix's sum passes the limit, so the selection ends inside it (a full
         # sort closes every row)
         closed = c[:, -1] > limit[rows] if width < d else torch.ones_like(rows, dtype=torch.bool)
-        if bool(closed.any()):
-            done = rows[closed]
-            keep[done] = torch.zeros(len(done), d, dtype=torch.bool, device=g.device).scatter_(
-                1, idx[closed], c[closed] <= limit[done, None])
+        if bool(closed.all()):
+            yield rows, idx, c <= limit[rows, None]
+        elif bool(closed.any()):
+            yield rows[closed], idx[closed], c[closed] <= limit[rows[closed], None]
         rows = rows[~closed]
         width = min(4 * width, d)
+
+
+def norm_topk(g: torch.Tensor, k: float, prefilter: int | None = PREFILTER) -> torch.Tensor:
+    """NormTopK of each row of ``g`` [B, d] (module doc); ``prefilter=None`` sorts every row
+    in full (the reference)."""
+    k = _check_k(k)
+    if prefilter is not None and prefilter < 1:
+        raise ValueError(f"prefilter must be >= 1 or None, got {prefilter!r}")
+    if k >= 1 or g.numel() == 0:
+        return g
+    keep = torch.zeros_like(g, dtype=torch.bool)
+    for rows, idx, kept in norm_topk_selection(g, k, prefilter):
+        keep[rows] = torch.zeros(len(rows), g.shape[1], dtype=torch.bool,
+                                 device=g.device).scatter_(1, idx, kept)
     return g * keep
 
 

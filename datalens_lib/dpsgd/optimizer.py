@@ -41,7 +41,7 @@ from opacus.optimizers.optimizer import (
     _mark_as_processed,
 )
 
-from .compress import SCOPES, SELECTIONS, _check_k, sensitivity
+from .compress import SCOPES, SELECTIONS, _check_k, norm_topk_selection, sensitivity
 
 
 class TopAggDPOptimizer(DPOptimizer):
@@ -77,19 +77,9 @@ class TopAggDPOptimizer(DPOptimizer):
     def process(self, grads: list[torch.Tensor]) -> list[torch.Tensor]:
         """Clip each example's gradient to C (Opacus's factor), compress it, and guard its norm
         at the sensitivity; ``grads``: per-parameter [B, ...], returns per-parameter [B, d_p]."""
-        b = len(grads[0])
-        flat = [g.reshape(b, p.numel()).to(p.dtype)  # (b, numel): b = 0 is an empty batch
-                for g, p in zip(grads, self.params, strict=True)]
-        if not b:
+        flat, factor = self._rows(grads)
+        if not len(factor):
             return flat
-        norms = torch.stack([f.norm(2, dim=1) for f in flat], dim=1).norm(2, dim=1)
-        # an example whose gradient is not finite contributes zero (a data-independent rule:
-        # a NaN row would otherwise make the whole release NaN, unbounded sensitivity)
-        finite = torch.isfinite(norms)
-        if not bool(finite.all()):
-            flat = [torch.where(finite[:, None], f, torch.zeros_like(f)) for f in flat]
-            norms = torch.where(finite, norms, torch.zeros_like(norms))
-        factor = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
         if not self.compresses:
             return [f * factor[:, None] for f in flat]
         compress = SELECTIONS[self.selection]
@@ -129,13 +119,59 @@ class TopAggDPOptimizer(DPOptimizer):
             f[rows] = f[rows] * guard.to(f.dtype)[:, None]
         return flat
 
+    def _rows(self, grads: list[torch.Tensor]) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Each example's gradient as per-parameter rows [B, d_p] in the parameters' dtype,
+        and its clip factor C / (||g|| + 1e-6), at most 1 (Opacus's). An example whose norm
+        is not finite gets zero rows (a data-independent rule: a NaN row would otherwise make
+        the whole release NaN, unbounded sensitivity)."""
+        b = len(grads[0])
+        flat = [g.reshape(b, p.numel()).to(p.dtype)  # (b, numel): b = 0 is an empty batch
+                for g, p in zip(grads, self.params, strict=True)]
+        if not b:
+            return flat, torch.zeros(0, device=flat[0].device, dtype=flat[0].dtype)
+        norms = torch.stack([f.norm(2, dim=1) for f in flat], dim=1).norm(2, dim=1)
+        finite = torch.isfinite(norms)
+        if not bool(finite.all()):
+            flat = [torch.where(finite[:, None], f, torch.zeros_like(f)) for f in flat]
+            norms = torch.where(finite, norms, torch.zeros_like(norms))
+        return flat, (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+
+    def summed(self, grads: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The sum over examples of :meth:`process`'s rows, per parameter (flattened).
+
+        Flat NormTopK (the paper's setting) never writes the dense compressed rows: each
+        example keeps a few percent of its coordinates (a median of 540-1,570 of 26,010 on
+        the MNIST CNN; ``benchmarks/README.md``), so the same clip, the same selection
+        (:func:`.compress.norm_topk_selection`) and the float64 guard run on the kept
+        coordinates only, and ``index_add_`` adds them into the sum. The guard measures every
+        compressed row in float64 here (it is only its kept coordinates), which is what
+        :meth:`_guard` is tested to equal. Equal to ``process`` summed over examples up to the
+        order of the float additions (tested); the sensitivity argument is unchanged: each
+        example adds one row of norm at most ``bound`` (tested per example)."""
+        if not (self.compresses and self.selection == "norm" and self.scope == "flat"):
+            return [f.sum(0) for f in self.process(grads)]
+        sizes = [p.numel() for p in self.params]
+        rows, factor = self._rows(grads)
+        flat = torch.cat(rows, 1)  # [B, d], a copy: ``grads`` stay intact
+        out = torch.zeros(flat.shape[1], dtype=flat.dtype, device=flat.device)
+        if len(flat):
+            flat.mul_(factor[:, None])  # clipped (Opacus's factor), as in ``process``
+            bound = self.sensitivity * (1 - 1e-6)
+            for sel, idx, kept in norm_topk_selection(flat, self.k):
+                vals = (flat if len(sel) == len(flat) else flat[sel]).gather(1, idx)
+                vals = torch.where(kept, vals, torch.zeros_like(vals))
+                n64 = vals.double().norm(2, dim=1)
+                guard = (bound / n64.clamp(min=1e-300)).clamp(max=1.0).to(vals.dtype)
+                out.index_add_(0, idx.reshape(-1), (vals * guard[:, None]).reshape(-1))
+        return list(torch.split(out, sizes))
+
     def clip_and_accumulate(self) -> None:
         if not self.compresses:
             return super().clip_and_accumulate()
         for p in self.params:
             _check_processed_flag(p.grad_sample)
-        for f, p in zip(self.process(self.grad_samples), self.params, strict=True):
-            grad = f.sum(0).view_as(p)
+        for s, p in zip(self.summed(self.grad_samples), self.params, strict=True):
+            grad = s.view_as(p)
             p.summed_grad = grad if p.summed_grad is None else p.summed_grad + grad
             _mark_as_processed(p.grad_sample)
 
