@@ -5,8 +5,12 @@
 # eval-<EPOCHS>ep.json to data/results/datalens/<config>/<folder>/ when both are complete.
 # Finished jobs are skipped, so rerunning the script after a kill continues where it stopped.
 #
-#   bash scripts/cpu_queue.sh            # all jobs
+#   bash scripts/cpu_queue_pinned.sh     # all jobs, from a clean worktree pinned to HEAD
+#   bash scripts/cpu_queue.sh            # all jobs, from this checkout
 #   bash scripts/cpu_queue.sh 2          # only job 2 (1-based)
+#
+# While this checkout is being edited, start it with scripts/cpu_queue_pinned.sh: records
+# written from an edited checkout carry "<sha>-dirty" and may have imported half-edited code.
 #
 # "eval CONFIG/FOLDER NAME EPOCHS ARGS" evaluates a finished DataLens run again with other
 # evaluation settings (issue 12, item 3) and copies NAME beside its committed records;
