@@ -62,6 +62,18 @@ def test_norm_topk_prefilter_gives_the_full_sort_result():
         norm_topk(mixed, 0.5, prefilter=0)
 
 
+def test_norm_topk_selection_needs_k_below_one_and_closes_zero_rows_at_once():
+    from datalens_lib.dpsgd.compress import PREFILTER, norm_topk_selection
+
+    g = torch.zeros(3, 5000)
+    g[0] = torch.randn(5000, generator=torch.Generator().manual_seed(0))
+    groups = list(norm_topk_selection(g, 0.5))  # zero rows (limit 0) need no wider pass
+    assert len(groups) == 1 and groups[0][1].shape == (3, PREFILTER)
+    for k in (1.0, 1.5):
+        with pytest.raises(ValueError, match="0 < k < 1"):
+            list(norm_topk_selection(g, k))
+
+
 def test_norm_topk_empty_selection_and_zero_rows():
     g = torch.tensor([[10.0, 0.1, 0.1], [0.0, 0.0, 0.0]])
     assert torch.equal(norm_topk(g, 0.5), torch.zeros_like(g))  # even the top one exceeds k
@@ -314,6 +326,63 @@ def test_the_sparse_sum_of_an_empty_batch_is_zero():
     got = opt.summed([torch.zeros(0, *p.shape) for p in m.parameters()])
     assert [t.shape for t in got] == [(p.numel(),) for p in m.parameters()]
     assert all((t == 0).all() for t in got)
+
+
+def test_the_sparse_guard_measures_in_float64(monkeypatch):
+    """``summed``'s guard on rows whose float32 norm rounds below the bound while their float64
+    norm is above it (d = 26,010), behind a selection that keeps everything: it must equal
+    scaling each row by its float64 guard, margin included. (A review found that a
+    float32 guard or a guard without the margin survived the other tests.)"""
+    import datalens_lib.dpsgd.optimizer as optimizer
+
+    lin = torch.nn.Linear(26010, 1, bias=False)
+    opt = TopAggDPOptimizer(torch.optim.SGD(lin.parameters(), lr=0.1), noise_multiplier=1.0,
+                            max_grad_norm=2.0, expected_batch_size=1, k=0.5)
+    bound = opt.sensitivity * (1 - 1e-6)
+    gen = torch.Generator().manual_seed(5)
+    g = torch.randn(64, 26010, generator=gen, dtype=torch.float64)
+    target = bound * (1 + (torch.rand(64, 1, generator=gen, dtype=torch.float64) - 0.5) * 4e-6)
+    rows = (g / g.norm(dim=1, keepdim=True) * target).float()  # < C: the clip does not bind
+    n64 = rows.double().norm(dim=1)
+    assert (rows.norm(dim=1).double() < bound)[n64 > bound].any()
+    monkeypatch.setattr(optimizer, "norm_topk_selection", lambda g, k: iter(
+        [(torch.arange(len(g)), torch.arange(g.shape[1]).expand(len(g), -1),
+          torch.ones_like(g, dtype=torch.bool))]))
+    want = rows * (bound / n64).clamp(max=1.0).float()[:, None]
+    got = torch.stack([opt.summed([r.view(1, 1, -1)])[0] for r in rows])
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("selection,scope", [("dim", "flat"), ("norm", "layer")])
+def test_summed_routes_the_other_selections_and_scopes_to_process(selection, scope):
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(100, 50), torch.nn.ReLU(), torch.nn.Linear(50, 10))
+    opt = TopAggDPOptimizer(torch.optim.SGD(m.parameters(), lr=0.1), noise_multiplier=1.0,
+                            max_grad_norm=2.0, expected_batch_size=8, k=0.5,
+                            selection=selection, scope=scope)
+    grads = [torch.randn(8, *p.shape) ** 3 for p in m.parameters()]
+    want = [f.sum(0) for f in opt.process(grads)]
+    for w, s in zip(want, opt.summed(grads), strict=True):
+        assert torch.equal(w, s)
+
+
+def test_clip_and_accumulate_adds_into_summed_grad_and_marks_processed():
+    m = GradSampleModule(torch.nn.Linear(60, 3))
+    opt = TopAggDPOptimizer(torch.optim.SGD(m.parameters(), lr=0.5), noise_multiplier=0.0,
+                            max_grad_norm=0.7, expected_batch_size=8, k=0.5)
+    gen = torch.Generator().manual_seed(3)
+    a, b = ([torch.randn(8, *p.shape, generator=gen) for p in m.parameters()] for _ in range(2))
+    for p, g in zip(m.parameters(), a, strict=True):
+        p.grad_sample = g
+    opt.clip_and_accumulate()
+    with pytest.raises(ValueError):  # the same per-example gradients are not used twice
+        opt.clip_and_accumulate()
+    for p, g in zip(m.parameters(), b, strict=True):
+        p.grad_sample = g
+    opt.clip_and_accumulate()
+    want = [x + y for x, y in zip(opt.summed(a), opt.summed(b), strict=True)]
+    for p, w in zip(m.parameters(), want, strict=True):
+        assert torch.allclose(p.summed_grad.reshape(-1), w, rtol=0, atol=1e-6)
 
 
 def test_empty_batches_and_non_finite_gradients():
@@ -750,6 +819,40 @@ def test_run_cell_with_the_layer_scope_gets_its_own_cell(tmp_path, monkeypatch):
     assert summ["config"]["scope"] == "layer"
     flat = tr.run_cell("mnist", 1.0, "normtopk", 0.6, "smoke", seeds=[0], out=tmp_path / "b")
     assert flat["cell"] == "normtopk-k0.6-eps1" and seen == ["layer", "flat"]
+
+
+def test_control_per_layer_runs_the_compressing_scenarios_as_cells_of_their_own(
+        tmp_path, monkeypatch):
+    import datalens_lib.dpsgd.train as tr
+    from datalens_lib.dpsgd.report import control_table, paper_rows, scope_table
+
+    def fake_train(cfg, *, seed, progress, device):
+        return {"seed": seed, "final": 0.9 if cfg.scope == "layer" else 0.8, "best": 0.95,
+                "config": cfg.to_dict()}
+
+    monkeypatch.setattr(tr, "train_dpsgd", fake_train)
+    runs = tmp_path / "dpsgd" / "mnist"
+    flat = tr.run_control("mnist", 1.0, 0.8, "smoke", seeds=[0, 1], out=runs)
+    layer = tr.run_control("mnist", 1.0, 0.8, "smoke", seeds=[0, 1], out=runs, scope="layer")
+    assert list(layer) == ["TopAgg", "TopK-GM-DP", "TopK-SGD"] and len(flat) == 5
+    for name, summ in layer.items():
+        assert summ["cell"].startswith("control-layer-k0.8-eps1-")
+        assert summ["config"]["scope"] == "layer" and summ["config"]["k"] == 0.8
+        assert summ["config"]["sigma"] == flat[name]["config"]["sigma"]
+    with pytest.raises(ValueError, match="scope"):
+        tr.run_control("mnist", 1.0, 0.8, "smoke", seeds=[0], out=runs, scope="row")
+    for d in runs.iterdir():  # commit them as paper-scale records
+        summ = json.loads((d / "summary.json").read_text())
+        (d / "paper").mkdir()
+        (d / "paper" / "summary.json").write_text(json.dumps({**summ, "profile": "paper"}))
+    paper = paper_rows("tab_control.csv", "tab:control")
+    t = control_table("mnist", [1.0], 0.8, paper, profile="smoke", seeds=[0], root=tmp_path)
+    assert list(t.scope) == ["flat"] * 5 + ["layer"] * 3
+    lay = t[t.scope == "layer"].set_index("method")
+    assert lay.ours.tolist() == pytest.approx([90.0] * 3)
+    assert lay.loc["TopK-SGD", "paper"] == pytest.approx(98.03)  # the paper's value beside it
+    assert t[t.scope == "flat"].ours.tolist() == pytest.approx([80.0] * 5)
+    assert len(scope_table("mnist", root=tmp_path)) == 0  # control cells are not scope rows
 
 
 def test_scope_table_puts_committed_per_layer_cells_beside_flat_and_gmdp(tmp_path):

@@ -111,7 +111,7 @@ def _eval_times(queue_dir: Path) -> tuple[list[float], list[float]]:
 def test_dry_run_stages_whole_cells_overlaps_within_the_limit_and_waits(queue_dir: Path):
     # evaluations of 3 s: the last ones outlive the walk down the list, so only the final wait
     # keeps them inside the script's lifetime
-    rc, log, _, t_exit = _run(queue_dir, seconds=12, FAKE_EVAL_SLEEP="3")
+    rc, log, _, t_exit = _run(queue_dir, seconds=25, FAKE_EVAL_SLEEP="3")
     assert rc == 0, log[-2000:]
     files = [f for names in _tars(queue_dir / "out").values() for f in names]
     assert len(files) == len(set(files))  # each record in one tar
@@ -123,7 +123,7 @@ def test_dry_run_stages_whole_cells_overlaps_within_the_limit_and_waits(queue_di
     assert not any(".tmp" in f or ".old" in f for f in files)
     # five control scenarios, each with its records
     assert sum(f.endswith("/paper/summary.json") and "/control-k0.6-eps1-" in f
-               for f in files) == 5
+               for f in files) == 5, log
     starts, ends = _eval_times(queue_dir)
     assert len(starts) == len(ends) > 3
     # every evaluation ended before the script exited (its final wait), and was packed

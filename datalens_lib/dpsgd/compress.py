@@ -54,6 +54,9 @@ def norm_topk_selection(g: torch.Tensor, k: float, prefilter: int | None = PREFI
     are the columns of the w largest squares of the rows ``rows`` in decreasing order and
     ``kept`` [r, w] marks NormTopK's prefix among them. Every row is in exactly one group;
     ``prefilter=None`` sorts every row in full (the reference)."""
+    if not 0 < _check_k(k) < 1:
+        raise ValueError(f"the selection needs 0 < k < 1 (k >= 1 keeps every coordinate: "
+                         f"norm_topk returns the row), got {k!r}")
     if prefilter is not None and prefilter < 1:
         raise ValueError(f"prefilter must be >= 1 or None, got {prefilter!r}")
     sq = g.square()
@@ -68,9 +71,12 @@ def norm_topk_selection(g: torch.Tensor, k: float, prefilter: int | None = PREFI
         else:
             s, idx = torch.sort(sub, dim=1, descending=True, stable=True)
         c = torch.cumsum(s, dim=1)
-        # closed: the prefix's sum passes the limit, so the selection ends inside it (a full
-        # sort closes every row)
-        closed = c[:, -1] > limit[rows] if width < d else torch.ones_like(rows, dtype=torch.bool)
+        # closed: the prefix's sum reaches the limit, so the selection ends inside it (a full
+        # sort closes every row). At equality the whole prefix is kept and every coordinate
+        # after it is either zero (kept or not, the same row) or passes the limit; a zero row
+        # (limit 0) closes in the first pass.
+        closed = c[:, -1] >= limit[rows] if width < d else torch.ones_like(rows,
+                                                                         dtype=torch.bool)
         if bool(closed.all()):
             yield rows, idx, c <= limit[rows, None]
         elif bool(closed.any()):

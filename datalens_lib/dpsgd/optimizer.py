@@ -147,7 +147,9 @@ class TopAggDPOptimizer(DPOptimizer):
         compressed row in float64 here (it is only its kept coordinates), which is what
         :meth:`_guard` is tested to equal. Equal to ``process`` summed over examples up to the
         order of the float additions (tested); the sensitivity argument is unchanged: each
-        example adds one row of norm at most ``bound`` (tested per example)."""
+        example adds one row of norm at most ``bound`` (tested per example). On CUDA,
+        ``index_add_`` adds with atomics, so the order of additions (and the last bits of a
+        run) varies from run to run unless ``torch.use_deterministic_algorithms`` is on."""
         if not (self.compresses and self.selection == "norm" and self.scope == "flat"):
             return [f.sum(0) for f in self.process(grads)]
         sizes = [p.numel() for p in self.params]
@@ -162,7 +164,10 @@ class TopAggDPOptimizer(DPOptimizer):
                 vals = torch.where(kept, vals, torch.zeros_like(vals))
                 n64 = vals.double().norm(2, dim=1)
                 guard = (bound / n64.clamp(min=1e-300)).clamp(max=1.0).to(vals.dtype)
-                out.index_add_(0, idx.reshape(-1), (vals * guard[:, None]).reshape(-1))
+                # the guard measured the gathered row; the row adds exactly that vector only
+                # because a row's ``idx`` are distinct columns (topk and sort guarantee it: a
+                # repeated column would be added twice by index_add_)
+                out.index_add_(0, idx[kept], (vals * guard[:, None])[kept])
         return list(torch.split(out, sizes))
 
     def clip_and_accumulate(self) -> None:
@@ -171,7 +176,7 @@ class TopAggDPOptimizer(DPOptimizer):
         for p in self.params:
             _check_processed_flag(p.grad_sample)
         for s, p in zip(self.summed(self.grad_samples), self.params, strict=True):
-            grad = s.view_as(p)
+            grad = s.view_as(p).to(p.dtype)  # (the flat concatenation promotes mixed dtypes)
             p.summed_grad = grad if p.summed_grad is None else p.summed_grad + grad
             _mark_as_processed(p.grad_sample)
 

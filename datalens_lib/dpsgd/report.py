@@ -68,23 +68,39 @@ def cell_table(dataset: str, cells: list[tuple[str, str, str, float]], epsilons:
 
 
 def control_table(dataset: str, epsilons: list[float], k: float, paper: pd.DataFrame, *,
-                  profile: str, seeds: list[int]) -> pd.DataFrame:
-    """``tab:control``: the five scenarios at each ε (committed cells first)."""
-    committed = committed_summaries(dataset, "paper")
+                  profile: str, seeds: list[int], root=None) -> pd.DataFrame:
+    """``tab:control``: the five scenarios at each ε (committed cells first), ``scope`` flat;
+    then the committed per-layer cells of the three compressing scenarios at that ε, if any
+    (ours, ``scope`` layer; never trained here), beside the same paper value: they test the
+    reading that the paper's NormTopK ran within each layer."""
+    committed = committed_summaries(dataset, "paper", root)
     rows = []
+
+    def add(summ: dict[str, Any], name: str, eps: float, scope: str) -> None:
+        r = _row(summ, paper, name, f"k={k:g}", eps, dataset)
+        eps_true = summ["config"]["epsilon"]
+        r["epsilon_spent"] = math.inf if eps_true is None else eps_true
+        r["scope"] = scope
+        rows.append(r)
+
     for eps in epsilons:
         prefix = f"control-k{k:g}-eps{eps:g}-"
         have = {c[len(prefix):]: s for c, s in committed.items() if c.startswith(prefix)}
         if len(have) < 5:
             have = {name.lower().replace(" ", "-"): s for name, s in run_control(
                 dataset, eps, k, profile, seeds=seeds).items()}
-        for name in ("TopK-GM-DP", "TopAgg", "TopK-SGD", "GM-DP", "clipped SGD"):
-            summ = have[name.lower().replace(" ", "-")]
-            r = _row(summ, paper, name, f"k={k:g}", eps, dataset)
-            eps_true = summ["config"]["epsilon"]
-            r["epsilon_spent"] = math.inf if eps_true is None else eps_true
-            rows.append(r)
+        for name in CONTROL_SCENARIOS:
+            add(have[name.lower().replace(" ", "-")], name, eps, "flat")
+        layer = f"control-layer-k{k:g}-eps{eps:g}-"
+        for name in CONTROL_SCENARIOS[:3]:
+            summ = committed.get(layer + name.lower().replace(" ", "-"))
+            if summ is not None:
+                add(summ, name, eps, "layer")
     return pd.DataFrame(rows)
+
+
+#: ``tab:control``'s columns; the first three compress (NormTopK)
+CONTROL_SCENARIOS = ("TopK-GM-DP", "TopAgg", "TopK-SGD", "GM-DP", "clipped SGD")
 
 
 def similar_or_better(table: pd.DataFrame, top: str = "TopAgg", base: str = "GM-DP"
@@ -144,8 +160,9 @@ def scope_table(dataset: str, root=None) -> pd.DataFrame:
         return 100 * s["final"]["mean"], 100 * (s["final"]["std"] or 0.0)
 
     rows = []
-    for _, s in sorted(committed.items()):
-        if s["method"] != "normtopk" or s["config"].get("scope") != "layer":
+    for c, s in sorted(committed.items()):
+        if (s["method"] != "normtopk" or s["config"].get("scope") != "layer"
+                or c.startswith("control-")):  # control cells: control_table
             continue
         eps = math.inf if s["epsilon"] is None else float(s["epsilon"])
         layer, layer_sd = acc(s)

@@ -653,11 +653,21 @@ def run_control(dataset: str, epsilon: float, k: float, profile: str, *, seeds: 
                 out: Path | None = None, progress: bool = False, device: str = "cpu",
                 **overrides: Any) -> dict[str, dict[str, Any]]:
     """All ``tab:control`` scenarios (:func:`control_configs`), each a cell
-    ``control-k<k>-eps<e>-<scenario>``; returns their summaries by scenario."""
+    ``control-k<k>-eps<e>-<scenario>``; returns their summaries by scenario.
 
+    With ``scope="layer"`` (ours: NormTopK within each parameter tensor) only the three
+    compressing scenarios run, as cells ``control-layer-k<k>-eps<e>-<scenario>``: GM-DP and
+    clipped SGD do not compress, so the scope changes nothing there and the flat cells hold
+    them."""
+    scope = overrides.get("scope", "flat")
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
+    tag = "" if scope == "flat" else f"{scope}-"
     res = {}
     for name, cfg in control_configs(dataset, epsilon, k, profile, **overrides).items():
-        cell = f"control-k{k:g}-eps{epsilon:g}-{name.lower().replace(' ', '-')}"
+        if scope != "flat" and cfg.k >= 1:
+            continue
+        cell = f"control-{tag}k{k:g}-eps{epsilon:g}-{name.lower().replace(' ', '-')}"
         res[name] = run_cell(dataset, epsilon, cfg.method, cfg.k, profile, seeds=seeds,
                              out=(Path(out) / cell) if out else None, progress=progress,
                              cfg=cfg, cell=cell, device=device)
