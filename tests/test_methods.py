@@ -289,3 +289,133 @@ def test_snapshots_survive_a_config_field_added_later_but_not_another_setting(tm
     with pytest.raises(ValueError, match="belongs to another config"):
         Run(_method("datalens", mnist_dir, **over), tmp_path, checkpoint_every=1,
             progress=False, snapshot_budgets=(budget,)).run(resume=True)
+
+
+# ------------------------------------------- DP-GAN's privacy wiring, against a hand replay
+# (an independent review found that noise 0, a skipped pre_step, a wrong sample rate, a step
+# over the budget and a zero empty-batch release all passed the tests above)
+
+
+def _dpgan(data_dir, config="mnist-eps1", **over):
+    cfg = load_config(config, "smoke", method="dpgan", **{"n_samples": 64, **over})
+    return method_class("dpgan")(cfg, seed=3, device="cpu", data_dir=data_dir, profile="smoke")
+
+
+def _dpgan_replay(m):
+    """The gradient the next step must hand Adam, computed example by example from copies of
+    the method's state: (sum of per-example gradients clipped to C + N(0, sigma^2 C^2)) / B
+    over a Poisson(q) batch; then, with ``clip_fake`` off, plus the fake half's exact gradient
+    (B fakes), and with it on, each real example's gradient summed with one fake's before the
+    clip (as many fakes as real examples). Returns (gradient, private part, batch size)."""
+    import copy
+
+    import torch.nn.functional as F
+
+    from datalens_lib.methods.dpgan import DPDiscriminator
+
+    cfg, b = m.cfg, m.cfg.batch_size
+    g = torch.Generator()
+    g.set_state(m.gen.get_state())
+    ng = torch.Generator()
+    ng.set_state(m.noise_gen.get_state())
+    D = DPDiscriminator(m.y_dim, m.shape, cfg.groups)
+    D.load_state_dict(m.D._module.state_dict())
+    G = copy.deepcopy(m.G)
+    params = list(D.parameters())
+    idx = (torch.rand(m.n, generator=g) < m.q).nonzero().squeeze(1)
+
+    def fakes(k):
+        y = torch.randint(0, m.y_dim, (k,), generator=g)
+        z = torch.rand(k, cfg.z_dim, generator=g) * 2 - 1
+        yo = F.one_hot(y, m.y_dim).float()
+        return G(z, yo).detach(), yo
+
+    pair = fakes(len(idx)) if cfg.clip_fake and len(idx) else None
+    summed = [torch.zeros_like(p) for p in params]
+    for j, i in enumerate(idx.tolist()):
+        loss = m._d_loss(D(m.x[i:i + 1], F.one_hot(m.y[i:i + 1], m.y_dim).float()), True)
+        if pair is not None:
+            loss = loss + m._d_loss(D(pair[0][j:j + 1], pair[1][j:j + 1]), False)
+        gs = torch.autograd.grad(loss.sum(), params)
+        norm = float(torch.sqrt(sum((t ** 2).sum() for t in gs)))
+        f = min(1.0, cfg.max_grad_norm / (norm + 1e-6))
+        for s, t in zip(summed, gs, strict=True):
+            s += f * t
+    priv = [(s + torch.normal(0.0, m.sigma * cfg.max_grad_norm, p.shape, generator=ng)) / b
+            for s, p in zip(summed, params, strict=True)]
+    if cfg.clip_fake:
+        return priv, priv, len(idx)
+    fake, yo = fakes(b)
+    fg = torch.autograd.grad(m._d_loss(D(fake, yo), False).mean(), params)
+    return [p + f for p, f in zip(priv, fg, strict=True)], priv, len(idx)
+
+
+def _adam_grads(m):
+    got = []
+    orig = m.d_opt.original_optimizer.step
+
+    def step(*a, **k):
+        got.append([p.grad.detach().clone() for p in m.D.parameters()])
+        return orig(*a, **k)
+
+    m.d_opt.original_optimizer.step = step
+    return got
+
+
+@pytest.mark.parametrize("config", ["mnist-eps1", "mnist-eps1-large"])
+def test_dpgan_step_is_exactly_one_dp_sgd_step_and_the_fake_half(mnist_dir, config):
+    m = _dpgan(mnist_dir, config)
+    assert m.cfg.clip_fake is config.endswith("-large")
+    assert (m.d_opt.noise_multiplier, m.d_opt.max_grad_norm, m.d_opt.expected_batch_size,
+            m.d_opt.loss_reduction) == (m.sigma, m.cfg.max_grad_norm, m.cfg.batch_size, "mean")
+    got = _adam_grads(m)
+    for _ in range(2):
+        want, _, k = _dpgan_replay(m)
+        m.step()
+        assert k > 0 and m.history[-1]["real_batch"] == k
+        for a, e in zip(got[-1], want, strict=True):
+            torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-4)
+        assert all(getattr(p, "grad_sample", None) is None for p in m.D.parameters())
+
+
+@pytest.mark.parametrize("config", ["mnist-eps1", "mnist-eps1-large"])
+def test_dpgan_empty_poisson_batch_still_releases_the_noise(mnist_dir, config):
+    m = _dpgan(mnist_dir, config)
+    m.q = 1e-12  # (the ledger is not used) every Poisson batch is empty
+    got = _adam_grads(m)
+    want, priv, k = _dpgan_replay(m)
+    m.step()
+    assert k == 0 and m.history[-1]["real_batch"] == 0
+    for a, e in zip(got[-1], want, strict=True):
+        torch.testing.assert_close(a, e, atol=1e-6, rtol=1e-5)
+    flat = torch.cat([p.flatten() for p in priv])
+    sd = m.sigma * m.cfg.max_grad_norm / m.cfg.batch_size
+    assert 0.95 * sd < float(flat.std()) < 1.05 * sd
+
+
+def test_dpgan_given_sigma_stops_at_the_last_step_within_budget(mnist_dir):
+    m = _dpgan(mnist_dir, noise_multiplier=1.7)  # q = 0.1: 4 steps fit eps = 1, not 10
+    t = m.total_steps()
+    assert t < round(m.cfg.epochs * m.n / m.cfg.batch_size)
+    assert m.epsilon(steps=t) <= m.cfg.epsilon < m.epsilon(steps=t + 1)
+
+
+def test_dpgan_poisson_batches_have_rate_q(mnist_dir):
+    m = _dpgan(mnist_dir)
+    sizes = [m.step()["real_batch"] for _ in range(m.total_steps())]
+    mean, sd = m.n * m.q, np.sqrt(m.n * m.q * (1 - m.q) / len(sizes))
+    assert abs(np.mean(sizes) - mean) < 4 * sd and len(set(sizes)) > 1
+
+
+def test_dpgan_resume_refuses_a_checkpoint_taken_with_other_noise(mnist_dir):
+    m = _dpgan(mnist_dir)
+    m.step()
+    st = m.state_dict()
+    other = _dpgan(mnist_dir)
+    other.load_state_dict(st)  # the same mechanism: fine
+    assert other.steps_done == 1
+    other.sigma *= 1.01  # e.g. another calibration after an accountant update
+    with pytest.raises(ValueError, match="mechanism"):
+        other.load_state_dict(st)
+    with pytest.raises(ValueError, match="clip_fake"):
+        load_config("mnist-eps1", "smoke", method="dpgan", clip_fake="yes")

@@ -8,11 +8,22 @@ gradients, ``DPOptimizer`` clipping to C and Gaussian noise sigma C, averaged ov
 batch), Poisson sampling of the real batch with rate q = B / n, and the generator's steps as
 post-processing (they touch no private record).
 
-One discriminator step: the real Poisson batch's loss goes through DP-SGD; the fake half of the
-loss (D on G(z, y) with uniform labels) depends on no record, so its exact gradient is added to
-the privatised one before the Adam update (adaptive composition: D and G are functions of
-earlier private releases). Every ``n_critic`` discriminator steps the generator takes one step.
-Losses: ``bce`` (non-saturating, as DataLens's DCGAN) or ``hinge`` (DPImageBench's DP-GAN).
+One discriminator step, two ways (``clip_fake``):
+
+* ``False`` (ours, the small-batch profiles): the real Poisson batch's loss goes through
+  DP-SGD; the fake half of the loss (D on G(z, y) with uniform labels) depends on no record,
+  so its exact gradient is added to the privatised one before the Adam update (adaptive
+  composition: D and G are functions of earlier private releases);
+* ``True`` (DPImageBench's DP-GAN, the ``-large`` profiles): as many fakes as real examples
+  go through the per-sample-gradient discriminator in the same backward pass, so Opacus sums
+  real example i's gradient and fake i's into one per-example gradient, clips that pair to C
+  and noises the sum. Sensitivity C still: the fakes are drawn independently of the data, so
+  removing one record removes one pair (couple the other pairs' draws). With DPImageBench's
+  C = 1e-3 this matters: added outside the clip, the fake gradient (norm ~10 on the smoke
+  run) would swamp the private one (~1e-3 of signal), and D would barely see real data.
+
+Every ``n_critic`` discriminator steps the generator takes one step. Losses: ``bce``
+(non-saturating, as DataLens's DCGAN) or ``hinge`` (DPImageBench's DP-GAN).
 
 The discriminator is the DataLens/DCGAN one (``models.Discriminator``: labels concatenated at
 every layer) with GroupNorm in place of BatchNorm, whose batch statistics would mix records and
@@ -67,6 +78,7 @@ class DPGANConfig:
     beta1: float = 0.5
     z_dim: int = 100
     groups: int = 2  # GroupNorm groups (replacing BatchNorm)
+    clip_fake: bool = False  # True: fake i is clipped with real i (DPImageBench; module doc)
     train_limit: int | None = None
     n_samples: int = 100_000
     eval_epochs: int = 600
@@ -89,6 +101,8 @@ class DPGANConfig:
         if not 0 <= self.beta1 < 1:
             raise ValueError(f"beta1 must be in [0, 1), got {self.beta1}")
         choice("loss", self.loss, ("bce", "hinge"))
+        if not isinstance(self.clip_fake, bool):
+            raise ValueError(f"clip_fake must be true or false, got {self.clip_fake!r}")
         if self.train_limit is not None:
             positive_int("train_limit", self.train_limit)
 
@@ -280,29 +294,37 @@ class DPGAN:
         mask = torch.rand(self.n, generator=self.gen) < self.q  # Poisson sampling
         idx = mask.nonzero().squeeze(1).to(self.device)
         self.d_opt.zero_grad(set_to_none=True)
+        fake_loss = torch.zeros(())
         if len(idx):
             real = self.D(self.x[idx], self._onehot(self.y[idx]))
+            loss = self._d_loss(real, True).mean()
+            if cfg.clip_fake:  # one fake per real example, in the same per-example gradients
+                fake, fy = self._fake(len(idx))
+                fake_loss = self._d_loss(self.D(fake.detach(), fy), False).mean()
+                loss = loss + fake_loss
             # mean loss: Opacus rescales per-example gradients to the examples' own losses
             # and divides the noisy sum by the expected batch size (loss_reduction "mean")
             with warnings.catch_warnings():  # Opacus's hooks announce themselves on inputs
                 warnings.filterwarnings("ignore", message="Full backward hook is firing")
-                self._d_loss(real, True).mean().backward()  # that need no gradient: benign
+                loss.backward()  # that need no gradient: benign
             self.d_opt.pre_step()  # clip per example, sum, add N(0, sigma^2 C^2), / B
         else:  # an empty Poisson batch still releases the noise
             for p in self.D.parameters():
                 p.grad = torch.normal(0.0, self.sigma * cfg.max_grad_norm, p.shape,
                                       generator=self.noise_gen, device=self.device) / b
         d_real = float(self._d_loss(real, True).mean().detach()) if len(idx) else float("nan")
-        fake, fy = self._fake(b)
-        self.D.disable_hooks()  # the fake half touches no record: its exact gradient is added
-        try:
-            fake_loss = self._d_loss(self.D(fake.detach(), fy), False).mean()
-            with warnings.catch_warnings():  # Opacus's hooks, disabled here, still announce
-                warnings.filterwarnings("ignore", message="Full backward hook is firing")
-                fake_loss.backward()
-        finally:
-            self.D.enable_hooks()
+        if not cfg.clip_fake:
+            fake, fy = self._fake(b)
+            self.D.disable_hooks()  # the fake half touches no record: its exact gradient
+            try:
+                fake_loss = self._d_loss(self.D(fake.detach(), fy), False).mean()
+                with warnings.catch_warnings():  # Opacus's hooks, disabled, still announce
+                    warnings.filterwarnings("ignore", message="Full backward hook is firing")
+                    fake_loss.backward()
+            finally:
+                self.D.enable_hooks()
         self.d_opt.original_optimizer.step()
+        self.d_opt.zero_grad(set_to_none=True)  # no per-example state outlives the step
         self.d_steps += 1
         row: dict[str, Any] = {"step": self.d_steps, "real_batch": int(len(idx)),
                                "d_loss": d_real + float(fake_loss.detach())}
@@ -334,6 +356,7 @@ class DPGAN:
 
     def state_dict(self) -> dict[str, Any]:
         return {"config": self.cfg.to_dict(), "seed": self.seed, "d_steps": self.d_steps,
+                "privacy": self._privacy_key(),
                 "elapsed": self.elapsed, "G": self.G.state_dict(),
                 "D": self.D._module.state_dict(), "g_opt": self.g_opt.state_dict(),
                 "d_opt": self.d_opt.original_optimizer.state_dict(),
@@ -344,6 +367,11 @@ class DPGAN:
         if DPGANConfig.from_dict(st["config"]) != self.cfg or st["seed"] != self.seed:
             raise ValueError("the checkpoint was written by a different config or seed; use "
                              "another output folder or delete it")
+        if st.get("privacy") != self._privacy_key():
+            # a resumed run must charge every step at the noise it was taken with
+            raise ValueError(f"the checkpoint's mechanism {st.get('privacy')} differs from this "
+                             f"run's {self._privacy_key()} (another calibration or data size); "
+                             "use another output folder or delete it")
         self.d_steps, self.elapsed = int(st["d_steps"]), float(st["elapsed"])
         self.G.load_state_dict(st["G"])
         self.D._module.load_state_dict(st["D"])
@@ -352,6 +380,12 @@ class DPGAN:
         self.gen.set_state(st["gen"])
         self.noise_gen.set_state(st["noise_gen"])
         self.history = list(st["history"])
+
+    def _privacy_key(self) -> dict[str, Any]:
+        """What the ledger charges each step with: a resumed run must have taken its earlier
+        steps with the same."""
+        return {"sigma": self.sigma, "sample_rate": self.q, "train_images": self.n,
+                "planned_steps": self.planned}
 
     def record(self) -> dict[str, Any]:
         from opacus.accountants import RDPAccountant
@@ -367,7 +401,10 @@ class DPGAN:
             "batch": self.cfg.batch_size, "train_images": self.n,
             "privacy": {
                 "mechanism": "DP-SGD on the discriminator (Opacus): Poisson sampling, "
-                             "per-example clipping, Gaussian noise",
+                             "per-example clipping, Gaussian noise"
+                             + ("; each real example clipped together with one fake"
+                                if self.cfg.clip_fake else
+                                "; the fake half's exact gradient added after the release"),
                 "sensitivity": f"L2 C = {self.cfg.max_grad_norm} per example",
                 "accountant": f"PoissonSampledDpEvent(q = {self.q:.6g}, "
                               f"GaussianDpEvent({self.sigma:.6g})) x {self.d_steps} steps; "
