@@ -137,20 +137,26 @@ def test_dpgan_noise_is_calibrated_and_its_ledger_agrees_with_opacus(tmp_path, m
     """sigma is the smallest that fits the planned steps in the budget (the values the shared
     notes computed for the published batch sizes), and the record's RDP epsilon equals
     Opacus's own accountant."""
-    from datalens_lib.methods.dpgan import calibrate_sigma, dpsgd_epsilon
+    from opacus.accountants import RDPAccountant
+
+    from datalens_lib.methods.dpgan import calibrate_sigma
+    from datalens_lib.privacy.subsampled import dpsgd_epsilon, dpsgd_ledgers
 
     for b, epochs, eps, sigma in ((64, 20, 1.0, 0.97), (64, 20, 10.0, 0.47),
                                   (4096, 150, 1.0, 13.0)):
         steps = round(epochs * 60000 / b)
         got = calibrate_sigma(eps, b / 60000, steps, 1e-5)
         assert got == pytest.approx(sigma, abs=0.01)
-        assert dpsgd_epsilon(b / 60000, got, steps, 1e-5) <= eps
-        assert dpsgd_epsilon(b / 60000, got * 0.99, steps, 1e-5) > eps
+        assert dpsgd_epsilon(steps, b / 60000, got, 1e-5, "rdp") <= eps
+        assert dpsgd_epsilon(steps, b / 60000, got * 0.99, 1e-5, "rdp") > eps
     m = _method("dpgan", mnist_dir)
     rec = Run(m, tmp_path, checkpoint_every=0, progress=False).run()
     assert rec["steps"] == 10 and rec["sample_rate"] == pytest.approx(32 / 320)
+    acc = RDPAccountant()  # Opacus's own accountant of the steps taken
+    acc.history = [(rec["noise_multiplier"], 32 / 320, 10)]
     assert rec["epsilon"]["rdp"] <= 1.0 and rec["epsilon"]["rdp"] == pytest.approx(
-        rec["epsilon"]["opacus_rdp"], rel=1e-6)
+        acc.get_epsilon(1e-5), rel=1e-9)
+    assert rec["epsilon"] == dpsgd_ledgers(10, 32 / 320, rec["noise_multiplier"], 1e-5)
     assert rec["epsilon"]["pld"] < rec["epsilon"]["rdp"]
     assert rec["privacy"]["neighbouring"] == "add or remove one record"
     with pytest.raises(ValueError, match="below what one discriminator step costs"):
@@ -419,3 +425,5 @@ def test_dpgan_resume_refuses_a_checkpoint_taken_with_other_noise(mnist_dir):
         other.load_state_dict(st)
     with pytest.raises(ValueError, match="clip_fake"):
         load_config("mnist-eps1", "smoke", method="dpgan", clip_fake="yes")
+    with pytest.raises(ValueError, match="not below 1/n"):
+        _dpgan(mnist_dir, delta=1e-2)  # 320 smoke images

@@ -31,13 +31,14 @@ break per-sample clipping; the generator is ``models.Generator``.
 
 Privacy: add/remove-one neighbours; each discriminator step is a Poisson-subsampled Gaussian
 (``PoissonSampledDpEvent(q, GaussianDpEvent(sigma))``) composed over T steps; sigma is
-calibrated so that the planned T steps spend the budget (``dp_accounting`` RDP, cross-checked
-against Opacus's RDP accountant in the record). ``rdp`` is the conversion used for stopping.
+calibrated so that the planned T steps spend the budget under ``rdp`` (Opacus's RDP
+accountant, the conversion used for stopping); the record holds every ledger of
+``privacy.subsampled`` (also Opacus PRV, dp_accounting PLD and the simple RDP conversion), all
+data-independent.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 import warnings
@@ -45,18 +46,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import dp_accounting
 import numpy as np
 import torch
 import torch.nn.functional as F
-from dp_accounting import pld, rdp
 from torch import nn
 
 from .._validate import choice, positive_float, positive_int
 from ..config import config_from_dict
 from ..data import load_dataset
 from ..models import DF_DIM, DFC_DIM, KERNEL, Generator, cond_concat, same_pad
-from ..privacy.accountant import RDP_ORDERS, _largest_within
+from ..privacy.accountant import _largest_within
+from ..privacy.subsampled import dpsgd_epsilon, dpsgd_ledgers
 
 
 @dataclass(frozen=True)
@@ -114,37 +114,27 @@ class DPGANConfig:
         return config_from_dict(cls, d, "DP-GAN ")
 
 
-def dpsgd_event(q: float, sigma: float, steps: int) -> dp_accounting.DpEvent:
-    """T steps of Poisson-subsampled Gaussian DP-SGD (add/remove-one neighbours)."""
-    return dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps)
+#: the ledger that calibrates sigma and stops a run (``privacy.subsampled.LEDGERS``)
+LEDGER = "rdp"
 
 
-def dpsgd_epsilon(q: float, sigma: float, steps: int, delta: float,
-                  conversion: str = "rdp") -> float:
-    if steps == 0:
-        return 0.0
-    choice("conversion", conversion, ("rdp", "pld"))
-    acc = rdp.RdpAccountant(orders=list(RDP_ORDERS)) if conversion == "rdp" else \
-        pld.PLDAccountant()
-    acc.compose(dpsgd_event(q, sigma, steps))
-    return float(acc.get_epsilon(delta))
+def _eps(q: float, sigma: float, steps: int, delta: float, ledger: str = LEDGER) -> float:
+    return dpsgd_epsilon(steps, q, sigma, delta, ledger)
 
 
 def calibrate_sigma(epsilon: float, q: float, steps: int, delta: float,
                     rtol: float = 1e-4) -> float:
     """Smallest sigma (to ``rtol``, rounded up) with ``steps`` DP-SGD steps within epsilon
-    under the RDP accountant. (dp_accounting logs, through absl, the low orders it skips for
-    small sigmas during the search; those messages are silenced here.)"""
-    logging.getLogger("absl").setLevel(logging.ERROR)
+    under :data:`LEDGER` (``privacy.subsampled``: Opacus's RDP accountant, the one Opacus
+    itself applies to the optimizer this method uses)."""
     lo, hi = 0.1, 1.0
-    while dpsgd_epsilon(q, hi, steps, delta) > epsilon:
+    while _eps(q, hi, steps, delta) > epsilon:
         lo, hi = hi, hi * 2
         if hi > 1e6:
             raise ValueError("no noise multiplier below 1e6 reaches that epsilon")
     while hi / lo - 1 > rtol:
         mid = math.sqrt(lo * hi)
-        if dpsgd_epsilon(q, mid, steps, delta) <= epsilon:
+        if _eps(q, mid, steps, delta) <= epsilon:
             hi = mid
         else:
             lo = mid
@@ -209,13 +199,16 @@ class DPGAN:
         self.n = len(x)
         if cfg.batch_size > self.n:
             raise ValueError(f"batch_size {cfg.batch_size} exceeds the {self.n} training images")
+        if cfg.delta >= 1 / self.n:
+            raise ValueError(f"delta = {cfg.delta} is not below 1/n = {1 / self.n:.3g}: no "
+                             "meaningful guarantee")
         self.q = cfg.batch_size / self.n
         self.planned = max(1, round(cfg.epochs * self.n / cfg.batch_size))
         self.sigma = cfg.noise_multiplier or calibrate_sigma(cfg.epsilon, self.q, self.planned,
                                                              cfg.delta)
         # the ledger is data-independent: the steps the budget allows are known in advance
-        fits = _largest_within(lambda t: dpsgd_epsilon(self.q, self.sigma, t, cfg.delta),
-                               cfg.epsilon, upper_limit=2**40)
+        fits = _largest_within(lambda t: _eps(self.q, self.sigma, t, cfg.delta), cfg.epsilon,
+                               upper_limit=2**40)
         if fits == 0:
             raise ValueError(f"epsilon {cfg.epsilon} is below what one discriminator step "
                              f"costs with noise multiplier {self.sigma:.4g}")
@@ -259,7 +252,7 @@ class DPGAN:
         return self.epsilon(steps=self.d_steps + 1)
 
     def epsilon_spent(self) -> dict[str, float]:
-        return {c: self.epsilon(c) for c in ("rdp", "pld")}
+        return dpsgd_ledgers(self.d_steps, self.q, self.sigma, self.cfg.delta)
 
     def generator_state(self) -> dict[str, torch.Tensor]:
         return self.G.state_dict()
@@ -267,9 +260,9 @@ class DPGAN:
     def load_generator_state(self, state: dict[str, torch.Tensor]) -> None:
         self.G.load_state_dict(state)
 
-    def epsilon(self, conversion: str = "rdp", steps: int | None = None) -> float:
-        return dpsgd_epsilon(self.q, self.sigma, self.d_steps if steps is None else steps,
-                             self.cfg.delta, conversion)
+    def epsilon(self, conversion: str = LEDGER, steps: int | None = None) -> float:
+        return _eps(self.q, self.sigma, self.d_steps if steps is None else steps,
+                    self.cfg.delta, conversion)
 
     def can_step(self) -> bool:
         return self.d_steps < self.planned  # planned steps fit the budget (see __init__)
@@ -388,16 +381,9 @@ class DPGAN:
                 "planned_steps": self.planned}
 
     def record(self) -> dict[str, Any]:
-        from opacus.accountants import RDPAccountant
-
-        opacus_acc = RDPAccountant()
-        if self.d_steps:
-            opacus_acc.history = [(self.sigma, self.q, self.d_steps)]
         return {
-            "epsilon": {"rdp": self.epsilon("rdp"), "pld": self.epsilon("pld"),
-                        "opacus_rdp": opacus_acc.get_epsilon(self.cfg.delta) if self.d_steps
-                        else 0.0},
-            "conversion": "rdp", "noise_multiplier": self.sigma, "sample_rate": self.q,
+            "epsilon": dpsgd_ledgers(self.d_steps, self.q, self.sigma, self.cfg.delta),
+            "conversion": LEDGER, "noise_multiplier": self.sigma, "sample_rate": self.q,
             "batch": self.cfg.batch_size, "train_images": self.n,
             "privacy": {
                 "mechanism": "DP-SGD on the discriminator (Opacus): Poisson sampling, "
@@ -408,8 +394,9 @@ class DPGAN:
                 "sensitivity": f"L2 C = {self.cfg.max_grad_norm} per example",
                 "accountant": f"PoissonSampledDpEvent(q = {self.q:.6g}, "
                               f"GaussianDpEvent({self.sigma:.6g})) x {self.d_steps} steps; "
-                              "dp_accounting RDP (stopping) and PLD, Opacus RDP cross-check",
+                              "Opacus RDP (stopping), Opacus PRV, dp_accounting PLD and the "
+                              "simple RDP conversion (privacy.subsampled)",
                 "neighbouring": "add or remove one record",
-                "dp_guarantee": "epsilon under rdp and pld (data-independent)",
+                "dp_guarantee": "epsilon under every ledger (data-independent)",
             },
         }
