@@ -179,8 +179,10 @@ if len(runs):
 # a run's ledgers: G-PATE's `data_dependent` one is the official code's (its published runs
 # stopped on it; it is not a DP guarantee); our G-PATE cells stop on the sound ledger unless
 # the parameter `gpate_stop_on` says otherwise. DP-GAN has two rows: the small-batch setting
-# (expected batch 64, as in the code the paper cites) and DPImageBench's large-batch one
-# (`-large` configs: batch 4096, 150 epochs); both sit beside the paper's one DP-GAN number.
+# (expected batch 64, as in the code the paper cites; the fake half's exact gradient is added
+# after the private release) and DPImageBench's large-batch one (`-large` configs: batch 4096,
+# 150 epochs, C = 1e-3, each real example clipped together with one fake, as DPImageBench's
+# Opacus code does); both sit beside the paper's one DP-GAN number.
 
 # %%
 methods = book.methods_table(profile, seed=seed, datasets=datasets, device=device,
