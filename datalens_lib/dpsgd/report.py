@@ -14,10 +14,12 @@ import pandas as pd
 
 from ..results import PAPER_DIR
 from .train import (
+    CONTROL_COMPRESSING,
     SEARCH_PARAMETERS,
     cell_name,
     committed_searches,
     committed_summaries,
+    control_cell,
     run_cell,
     run_control,
 )
@@ -84,22 +86,19 @@ def control_table(dataset: str, epsilons: list[float], k: float, paper: pd.DataF
         rows.append(r)
 
     for eps in epsilons:
-        prefix = f"control-k{k:g}-eps{eps:g}-"
-        have = {c[len(prefix):]: s for c, s in committed.items() if c.startswith(prefix)}
-        if len(have) < 5:
-            have = {name.lower().replace(" ", "-"): s for name, s in run_control(
-                dataset, eps, k, profile, seeds=seeds).items()}
+        have = {name: committed.get(control_cell(k, eps, name)) for name in CONTROL_SCENARIOS}
+        if None in have.values():
+            have = run_control(dataset, eps, k, profile, seeds=seeds)
         for name in CONTROL_SCENARIOS:
-            add(have[name.lower().replace(" ", "-")], name, eps, "flat")
-        layer = f"control-layer-k{k:g}-eps{eps:g}-"
-        for name in CONTROL_SCENARIOS[:3]:
-            summ = committed.get(layer + name.lower().replace(" ", "-"))
-            if summ is not None:
+            add(have[name], name, eps, "flat")
+        for name in CONTROL_SCENARIOS:
+            summ = committed.get(control_cell(k, eps, name, "layer"))
+            if name in CONTROL_COMPRESSING and summ is not None:
                 add(summ, name, eps, "layer")
     return pd.DataFrame(rows)
 
 
-#: ``tab:control``'s columns; the first three compress (NormTopK)
+#: ``tab:control``'s columns, in the paper's order
 CONTROL_SCENARIOS = ("TopK-GM-DP", "TopAgg", "TopK-SGD", "GM-DP", "clipped SGD")
 
 

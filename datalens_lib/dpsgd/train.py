@@ -620,6 +620,19 @@ CONTROL = {"TopAgg": ("k", lambda s, k: s * math.sqrt(k)),
            "clipped SGD": (1.0, None)}
 
 
+#: the ``tab:control`` scenarios that compress (NormTopK)
+CONTROL_COMPRESSING = tuple(n for n, (kk, _) in CONTROL.items() if kk == "k")
+
+
+def control_cell(k: float, epsilon: float, scenario: str, scope: str = "flat") -> str:
+    """``control-k0.8-eps1-topk-sgd``: a ``tab:control`` scenario's folder name;
+    ``control-layer-…`` with ``scope="layer"`` (ours)."""
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
+    tag = "" if scope == "flat" else f"{scope}-"
+    return f"control-{tag}k{k:g}-eps{epsilon:g}-{scenario.lower().replace(' ', '-')}"
+
+
 def control_configs(dataset: str, epsilon: float, k: float, profile: str,
                     **overrides: Any) -> dict[str, DPSGDConfig]:
     """``tab:control``'s scenarios with TopAgg's C, σ, B, lr and number of steps T (at
@@ -660,14 +673,11 @@ def run_control(dataset: str, epsilon: float, k: float, profile: str, *, seeds: 
     clipped SGD do not compress, so the scope changes nothing there and the flat cells hold
     them."""
     scope = overrides.get("scope", "flat")
-    if scope not in SCOPES:
-        raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
-    tag = "" if scope == "flat" else f"{scope}-"
     res = {}
     for name, cfg in control_configs(dataset, epsilon, k, profile, **overrides).items():
-        if scope != "flat" and cfg.k >= 1:
+        if scope != "flat" and name not in CONTROL_COMPRESSING:
             continue
-        cell = f"control-{tag}k{k:g}-eps{epsilon:g}-{name.lower().replace(' ', '-')}"
+        cell = control_cell(k, epsilon, name, scope)
         res[name] = run_cell(dataset, epsilon, cfg.method, cfg.k, profile, seeds=seeds,
                              out=(Path(out) / cell) if out else None, progress=progress,
                              cfg=cfg, cell=cell, device=device)

@@ -118,23 +118,19 @@ class DPGANConfig:
 LEDGER = "rdp"
 
 
-def _eps(q: float, sigma: float, steps: int, delta: float, ledger: str = LEDGER) -> float:
-    return dpsgd_epsilon(steps, q, sigma, delta, ledger)
-
-
 def calibrate_sigma(epsilon: float, q: float, steps: int, delta: float,
                     rtol: float = 1e-4) -> float:
     """Smallest sigma (to ``rtol``, rounded up) with ``steps`` DP-SGD steps within epsilon
     under :data:`LEDGER` (``privacy.subsampled``: Opacus's RDP accountant, the one Opacus
     itself applies to the optimizer this method uses)."""
     lo, hi = 0.1, 1.0
-    while _eps(q, hi, steps, delta) > epsilon:
+    while dpsgd_epsilon(steps, q, hi, delta, LEDGER) > epsilon:
         lo, hi = hi, hi * 2
         if hi > 1e6:
             raise ValueError("no noise multiplier below 1e6 reaches that epsilon")
     while hi / lo - 1 > rtol:
         mid = math.sqrt(lo * hi)
-        if _eps(q, mid, steps, delta) <= epsilon:
+        if dpsgd_epsilon(steps, q, mid, delta, LEDGER) <= epsilon:
             hi = mid
         else:
             lo = mid
@@ -207,8 +203,8 @@ class DPGAN:
         self.sigma = cfg.noise_multiplier or calibrate_sigma(cfg.epsilon, self.q, self.planned,
                                                              cfg.delta)
         # the ledger is data-independent: the steps the budget allows are known in advance
-        fits = _largest_within(lambda t: _eps(self.q, self.sigma, t, cfg.delta), cfg.epsilon,
-                               upper_limit=2**40)
+        fits = _largest_within(lambda t: dpsgd_epsilon(t, self.q, self.sigma, cfg.delta,
+                                                       LEDGER), cfg.epsilon, upper_limit=2**40)
         if fits == 0:
             raise ValueError(f"epsilon {cfg.epsilon} is below what one discriminator step "
                              f"costs with noise multiplier {self.sigma:.4g}")
@@ -261,8 +257,8 @@ class DPGAN:
         self.G.load_state_dict(state)
 
     def epsilon(self, conversion: str = LEDGER, steps: int | None = None) -> float:
-        return _eps(self.q, self.sigma, self.d_steps if steps is None else steps,
-                    self.cfg.delta, conversion)
+        return dpsgd_epsilon(self.d_steps if steps is None else steps, self.q, self.sigma,
+                             self.cfg.delta, conversion)
 
     def can_step(self) -> bool:
         return self.d_steps < self.planned  # planned steps fit the budget (see __init__)
