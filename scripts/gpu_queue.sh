@@ -15,21 +15,23 @@
 # GPU_QUEUE_SECONDS (default 560): no new item starts after this many seconds of the call, and
 # an item starts only if its last measured duration still fits.
 #
-# Overlap (GPU_QUEUE_PARALLEL, default 4). A 600-epoch evaluation of 100k samples is a small
-# CNN at batch 512, bound by kernel launches (2.6-2.8 epochs/s on an H200, 228 s, against 64 s
-# for G-PATE's whole training), and a DP-SGD cell is the same kind of work. So trainings run one
-# at a time in the foreground, while each finished training's evaluations (the run and each
-# snapshot, all at once) and every DP-SGD cell run in the background, at most
-# GPU_QUEUE_PARALLEL such processes at a time; whichever of a run's evaluations ends last stages
-# the run. Records reach the stage (one rename per item) and the tars under a lock. Every job
-# is killed at GPU_QUEUE_HARD, so the final wait ends before the call's own limit.
+# Overlap. A 600-epoch evaluation of 100k samples is a small CNN at batch 512, bound by kernel
+# launches (2.6-2.8 epochs/s on an H200, 228 s, against 64 s for G-PATE's whole training), and a
+# DP-SGD cell is the same kind of work. So trainings run one at a time in the foreground, while
+# each finished training's evaluations (the run and each snapshot, all at once) run in the
+# background, at most GPU_QUEUE_PARALLEL (default 4) at a time; whichever of a run's evaluations
+# ends last stages the run. Issue 13's DP-SGD items run from the start of the call in
+# GPU_QUEUE_DPSGD_LANES (default 2) lanes of their own (DPSGD_ITEMS, below). Records reach the
+# stage (one rename per item) and the tars under a lock. Every job is killed at GPU_QUEUE_HARD,
+# so the final wait ends before the call's own limit.
 # For a dry run off the GPU (tests/test_gpu_queue.py): GPU_SETUP, DL, GPU_NAME and OUT.
 set -uo pipefail
 : "${OUT:?OUT names the folder whose files come back}"
 ${GPU_SETUP:-. scripts/gpu_setup.sh} || { echo "wheel install failed"; exit 1; }
 BUDGET=${GPU_QUEUE_SECONDS:-560}          # no item starts after this (seconds into the call)
 HARD=${GPU_QUEUE_HARD:-$((BUDGET + 25))}  # every job is killed by then: keep under timeout_s
-PARALLEL=${GPU_QUEUE_PARALLEL:-4}         # background processes (evaluations, DP-SGD cells)
+PARALLEL=${GPU_QUEUE_PARALLEL:-4}         # background evaluations at a time
+LANE_PIDS=()                              # the DP-SGD lanes (below), apart from them
 TAR_BYTES=${GPU_QUEUE_TAR_BYTES:-$((15 << 20))}  # one returned file: at most 16 MiB
 PY=${PY:-python3}
 DL=${DL:-$PY -m datalens_lib.cli}
@@ -63,7 +65,11 @@ estimate() {  # key, default: the last measured duration of such an item on this
   [[ $v =~ ^[0-9]+$ ]] && echo "$v" || echo "$2"
 }
 set_estimate() { echo "$2" > "runs/gpu/$1_seconds.tmp" && mv "runs/gpu/$1_seconds.tmp" "runs/gpu/$1_seconds"; }
-throttle() { while (( $(jobs -rp | wc -l) >= PARALLEL )); do wait -n; done; }  # a free slot
+throttle() {  # a free slot: background jobs other than the DP-SGD lanes
+  while (( $(jobs -rp | grep -cvxF -f <(printf '%s\n' "${LANE_PIDS[@]}")) >= PARALLEL )); do
+    wait -n
+  done
+}
 quiet() { tr '\r' '\n' | grep -v "it/s\]$" | tail -"$1"; }
 
 register() {  # item: listed before its rename, so a kill after it still returns it next call
@@ -168,38 +174,52 @@ cell() {  # method, config, results folder, seed, then --set overrides (+snap: t
   done
 }
 
-dpsgd_cell() {  # method, k, eps, seeds[, scope]: one tab:dpsgd cell of MNIST (issue 13), in the
-  # background; scope "layer": top-k within each parameter tensor (ours; its own cell name)
-  local m=$1 k=$2 eps=$3 seeds=$4 scope=${5:-flat} cell need
-  need=$(estimate dpsgd 150)
-  if (( $(left) < need )); then  # before the cell's name: that import takes seconds
-    echo "[gpu-queue] dpsgd $m k=$k eps=$eps: skipped, $(left) s left < $need s per cell"; return
-  fi
-  cell=$($PY -c "from datalens_lib.dpsgd.train import cell_name; \
-print(cell_name('$m', float('$k'), float('$eps'), '$scope'))") && [[ -n $cell ]] || return
-  local out=runs/gpu/dpsgd/mnist/$cell/paper rel=data/results/dpsgd/mnist/$cell/paper
+dpsgd_cell() {  # cell, method, k, eps, seeds[, scope[, dataset]]: one tab:dpsgd cell (issue
+  # 13), in the calling lane; scope "layer": top-k within each parameter tensor (ours; its own
+  # cell name); dataset fashion-mnist: ours, the offline extra
+  local cell=$1 m=$2 k=$3 eps=$4 seeds=$5 scope=${6:-flat} ds=${7:-mnist} need t0
+  local out=runs/gpu/dpsgd/$ds/$cell/paper rel=data/results/dpsgd/$ds/$cell/paper
   [[ -f $STAGE/$rel/summary.json || -f $rel/summary.json ]] && return
-  throttle
-  if (( $(left) < need )); then  # the wait for a slot took the time
-    echo "[gpu-queue] dpsgd $cell: skipped, $(left) s left < $need s per cell"; return
+  need=$(estimate dpsgd 150)
+  if (( $(left) < need )); then
+    echo "[gpu-queue] dpsgd $ds $cell: skipped, $(left) s left < $need s per cell"; return
   fi
-  echo "[gpu-queue] dpsgd $cell, $seeds seeds ($(left) s left)"
-  {
-    t0=$SECONDS
-    if run_job $DL dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" \
-        --seeds "$seeds" --profile paper --out "$out" --device cuda --set "scope=$scope" \
-        --quiet 2>&1 | tail -1; then  # seeds finished in an earlier call are skipped
-      stage "$out" "$rel" $(cd "$out" && ls seed*.json) summary.json
-      (( SECONDS - t0 > 60 )) && set_estimate dpsgd $((SECONDS - t0 + 10))
-    fi
-  } &
+  echo "[gpu-queue] dpsgd $ds $cell, $seeds seeds ($(left) s left)"
+  t0=$SECONDS
+  if run_job $DL dpsgd --dataset "$ds" --method "$m" --k "$k" --epsilon "$eps" \
+      --seeds "$seeds" --profile paper --out "$out" --device cuda --set "scope=$scope" \
+      --quiet 2>&1 | tail -1; then  # seeds finished in an earlier call are skipped
+    stage "$out" "$rel" $(cd "$out" && ls seed*.json) summary.json
+    (( SECONDS - t0 > 60 )) && set_estimate dpsgd $((SECONDS - t0 + 10))
+  fi
+}
+
+dpsgd_search() {  # cell, method, k, eps, seeds: a budget tab:dpsgd-search lacks (issue 13):
+  # the validation-split grid search (resumable point by point), then the seeds with its choice
+  local cell=$1 m=$2 k=$3 eps=$4 seeds=$5 need t0
+  local base=runs/gpu/dpsgd/mnist/$cell rel=data/results/dpsgd/mnist/$cell
+  [[ -f $STAGE/$rel/paper/summary.json || -f $rel/paper/summary.json ]] && return
+  need=$(estimate dpsgd-search 400)
+  if (( $(left) < need )); then
+    echo "[gpu-queue] dpsgd-search $cell: skipped, $(left) s left < $need s"; return
+  fi
+  echo "[gpu-queue] dpsgd-search $cell, then $seeds seeds ($(left) s left)"
+  t0=$SECONDS
+  if run_job $DL dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" \
+      --seeds "$seeds" --profile paper --search "$base/search" --out "$base/paper" \
+      --device cuda --quiet 2>&1 | tail -2; then
+    # the search first: the seeds never arrive without the search that chose their setting
+    stage "$base/search" "$rel/search" $(cd "$base/search" && ls ./*.json) \
+      && stage "$base/paper" "$rel/paper" $(cd "$base/paper" && ls seed*.json) summary.json
+    (( SECONDS - t0 > 60 )) && set_estimate dpsgd-search $((SECONDS - t0 + 10))
+  fi
 }
 
 CONTROL_SCENARIOS=(topagg topk-gm-dp topk-sgd gm-dp clipped-sgd)  # train.CONTROL, as folders
 
 dpsgd_control() {  # k, eps [scope]: tab:control's five scenarios on MNIST, 5 seeds each (issue
-  # 13); scope layer (ours): the three compressing ones, selection within each layer
-  local k=$1 eps=$2 scope=${3:-flat} out=runs/gpu/dpsgd/mnist/control-paper name need s
+  # 13), in the calling lane; scope "layer" (ours): the three compressing scenarios only
+  local k=$1 eps=$2 scope=${3:-flat} out=runs/gpu/dpsgd/mnist/control-paper name need s t0 n=0
   local missing=0 scen=("${CONTROL_SCENARIOS[@]}")
   name=control-k$k-eps$eps
   if [[ $scope != flat ]]; then name=control-$scope-k$k-eps$eps scen=("${scen[@]:0:3}"); fi
@@ -212,26 +232,89 @@ dpsgd_control() {  # k, eps [scope]: tab:control's five scenarios on MNIST, 5 se
   if (( $(left) < need )); then
     echo "[gpu-queue] dpsgd $name: skipped, $(left) s left < $need s"; return
   fi
-  throttle
-  (( $(left) >= need )) || { echo "[gpu-queue] dpsgd $name: skipped after the wait"; return; }
   echo "[gpu-queue] dpsgd $name: ${#scen[@]} scenarios, 5 seeds each ($(left) s left)"
-  {
-    t0=$SECONDS n=0
-    run_job $DL dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds 5 \
-      --profile paper --out "$out" --device cuda --set "scope=$scope" --quiet 2>&1 | tail -5
-    for s in "${scen[@]}"; do  # each scenario whose five seeds finished
-      d=$out/$name-$s
-      [[ -f $d/summary.json ]] || continue
-      stage "$d" "data/results/dpsgd/mnist/$name-$s/paper" $(cd "$d" && ls ./*.json) \
-        && n=$((n + 1))
-    done
-    echo "[gpu-queue] dpsgd $name: $n scenarios in $((SECONDS - t0)) s"
-  } &
+  t0=$SECONDS
+  run_job $DL dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds 5 \
+    --profile paper --out "$out" --device cuda --set "scope=$scope" --quiet 2>&1 | tail -5
+  for s in "${scen[@]}"; do  # each scenario whose five seeds finished
+    d=$out/$name-$s
+    [[ -f $d/summary.json ]] || continue
+    stage "$d" "data/results/dpsgd/mnist/$name-$s/paper" $(cd "$d" && ls ./*.json) \
+      && n=$((n + 1))
+  done
+  echo "[gpu-queue] dpsgd $name: $n scenarios in $((SECONDS - t0)) s"
 }
 
-# 1. Issue 9: NCHW convolutions (the CUDA default since the H200 records) on a GPU model that
-#    has no such record yet; the other layouts and options are committed for the H100 and H200.
+# Issue 13's DP-SGD items, in order of need. They run in DPSGD_LANES background lanes (item i
+# in lane i mod LANES, one item at a time per lane) beside the foreground trainings from the
+# start of the call: a DP-SGD process trains a 26k-parameter CNN, a few percent of the GPU, so
+# the lanes cost the GAN cells little (the cells' recorded durations are measured beside them,
+# as beside their evaluations). An item starts only if its last measured duration still fits;
+# a committed or staged item is skipped. Every MNIST cell of tab:dpsgd, tab:dpsgd-ablation and
+# tab:control is here; the CPU queue runs them too (whichever finishes first commits).
+DPSGD_LANES=${GPU_QUEUE_DPSGD_LANES:-2}
+DPSGD_ITEMS=(
+  "control 0.8 1 layer"
+  "cell gmdp 1 0.05 5" "cell normtopk 0.6 0.05 5" "cell normtopk 0.7 0.05 5"
+  "cell normtopk 0.8 0.05 5"
+  "cell gmdp 1 inf 5" "cell normtopk 0.6 inf 5" "cell normtopk 0.7 inf 5"
+  "cell normtopk 0.8 inf 5"
+  "cell dimtopk 0.2 0.05 5" "cell dimtopk 0.4 0.05 5" "cell dimtopk 0.6 0.05 5"
+  "cell dimtopk 0.2 0.2 5" "cell dimtopk 0.4 0.2 5" "cell dimtopk 0.6 0.2 5"
+  "control 0.6 1"
+  "search gmdp 1 0.5 5" "search normtopk 0.6 0.5 5" "search normtopk 0.7 0.5 5"
+  "search normtopk 0.8 0.5 5"
+  "search gmdp 1 0.1 5" "search normtopk 0.6 0.1 5" "search normtopk 0.7 0.1 5"
+  "search normtopk 0.8 0.1 5"
+  "search gmdp 1 0.3 5" "search normtopk 0.6 0.3 5" "search normtopk 0.7 0.3 5"
+  "search normtopk 0.8 0.3 5"
+  "search gmdp 1 0.7 5" "search normtopk 0.6 0.7 5" "search normtopk 0.7 0.7 5"
+  "search normtopk 0.8 0.7 5"
+  "search dimtopk 0.2 0.1 5" "search dimtopk 0.4 0.1 5" "search dimtopk 0.6 0.1 5"
+  "control 0.8 0.1"
+  "cell gmdp 1 1.0 5 flat fashion-mnist" "cell normtopk 0.6 1.0 5 flat fashion-mnist"
+  "cell normtopk 0.7 1.0 5 flat fashion-mnist" "cell normtopk 0.8 1.0 5 flat fashion-mnist"
+  "control 0.8 1" "cell normtopk 0.6 1.0 5 layer"
+  "cell gmdp 1 1.0 5" "cell normtopk 0.6 1.0 5" "cell normtopk 0.7 1.0 5"
+  "cell normtopk 0.8 1.0 5" "cell gmdp 1 0.2 5" "cell normtopk 0.6 0.2 5"
+  "cell normtopk 0.7 0.2 5" "cell normtopk 0.8 0.2 5"
+)
+dpsgd_names() {  # each item's cell name (datalens_lib.dpsgd.train.cell_name), in one import
+  $PY - "${DPSGD_ITEMS[@]}" <<'PY'
+import sys
+from datalens_lib.dpsgd.train import cell_name
+for item in sys.argv[1:]:
+    kind, *a = item.split()
+    scope = a[4] if kind == "cell" and len(a) > 4 else "flat"
+    print("-" if kind == "control" else cell_name(a[0], float(a[1]), float(a[2]), scope))
+PY
+}
+dpsgd_lane() {  # lane index: its items, one after another
+  local i kind args
+  for ((i = $1; i < ${#DPSGD_ITEMS[@]}; i += DPSGD_LANES)); do
+    (( $(left) > 0 )) || return
+    read -r kind args <<<"${DPSGD_ITEMS[$i]}"
+    # shellcheck disable=SC2086
+    case $kind in
+      cell) dpsgd_cell "${DPSGD_NAMES[$i]}" $args ;;
+      search) dpsgd_search "${DPSGD_NAMES[$i]}" $args ;;
+      control) dpsgd_control $args ;;
+    esac
+  done
+}
+
 bench "-nchw" --teachers 1000 4000 --chunk 1000 --loop-max 0 --conv-layout contiguous
+# the lanes start after the benchmark: a timing is taken with nothing beside it
+lanes() {  # in the background: the names (one import), then the lanes, then their end
+  if ! mapfile -t DPSGD_NAMES < <(dpsgd_names) \
+      || ((${#DPSGD_NAMES[@]} != ${#DPSGD_ITEMS[@]})); then
+    echo "[gpu-queue] DP-SGD lanes not started: the cell names could not be computed" >&2
+    return 1
+  fi
+  for ((lane = 0; lane < DPSGD_LANES; lane++)); do dpsgd_lane "$lane" & done
+  wait
+}
+lanes & LANE_PIDS+=($!)
 # 2. Issue 10: the baselines at paper scale. G-PATE first (a DataLens-sized ensemble: the GPU's
 #    strength); DC-GAN last (25 epochs of small batches: > 465 s of training on an H200).
 cell gpate mnist-eps1 paper 0 chunk=1000
@@ -248,23 +331,6 @@ done
 # and its large-batch setting (DPImageBench's: expected batch 4096, 150 epochs)
 cell dpgan mnist-eps1-large paper 0
 cell dpgan fashion-mnist-eps1-large paper 0
-# Issue 13: tab:control at k = 0.6, eps = 1 first: on an H200 (2026-11-27) TopAgg k = 0.6 gave
-# 89.25 +- 2.20 where GM-DP gave 95.28 (paper: 95.13 and 95.41); the five scenarios with
-# TopAgg's C, sigma and T say whether the loss comes from the compression or from the noise
-dpsgd_control 0.6 1
-# and the same cell with top-k within each layer (ours): on one seed of 300 noiseless steps the
-# flat selection reached 0.81 and the per-layer one 0.91 (GM-DP with noise: 0.94)
-dpsgd_cell normtopk 0.6 1.0 5 layer
-# tab:control as the paper runs it (k = 0.8, eps = 1), then its compressing scenarios per layer:
-# the paper's TopK-SGD (98.03) against ours flat and per layer says which selection it used
-dpsgd_control 0.8 1
-dpsgd_control 0.8 1 layer
-# then tab:dpsgd's MNIST cells at the budgets tab:dpsgd-search gives (5 seeds; the CPU
-# queue runs them too, and the searched budgets, which it keeps)
-for eps in 1.0 0.2 0.05; do
-  dpsgd_cell gmdp 1 "$eps" 5
-  for k in 0.6 0.7 0.8; do dpsgd_cell normtopk "$k" "$eps" 5; done
-done
 # 3. Issue 12: more seeds of the four main cells (the committed `paper` folders are seed 0).
 for seed in 1 2; do
   for cfg in mnist-eps1 fashion-mnist-eps1 mnist-eps10 fashion-mnist-eps10; do

@@ -28,6 +28,7 @@ arg() {
 }
 case $cmd in
   train) out=$(arg --out "$@"); mkdir -p "$out"; sleep 0.2
+         echo "end $(date +%s.%N)" >> "$EVAL_LOG.train"
          echo '{"status": "complete"}' > "$out/run.json" ;;
   evaluate) out=$1; snap=$(arg --snapshot "$@")
          echo "start $(date +%s.%N)" >> "$EVAL_LOG"; sleep "${FAKE_EVAL_SLEEP:-1}"
@@ -37,11 +38,15 @@ case $cmd in
   publish-samples) dest=$(arg --dest "$@")
          head -c "${FAKE_NPZ_BYTES:-100}" /dev/zero > "$dest/samples-10k.npz"
          echo "$dest/samples-10k.npz: 10000 images" ;;
-  dpsgd) out=$(arg --out "$@"); sleep 0.5
+  dpsgd) out=$(arg --out "$@"); search=$(arg --search "$@"); scope=$(arg --set "$@")
+         tag=""; [[ $scope == scope=layer ]] && tag=layer-
+         echo "dpsgd $(date +%s.%N) $*" >> "$EVAL_LOG.dpsgd"; sleep 0.5
+         if [[ -n $search ]]; then mkdir -p "$search"; echo '{}' > "$search/point0.json"
+           echo '{}' > "$search/search.json"; fi
          if [[ " $* " == *" --control "* ]]; then
            k=$(arg --k "$@"); e=$(arg --epsilon "$@")
            for s in topagg topk-gm-dp topk-sgd gm-dp clipped-sgd; do
-             d=$out/control-k$k-eps$e-$s; mkdir -p "$d"; echo '{}' > "$d/seed0.json"
+             d=$out/control-$tag""k$k-eps$e-$s; mkdir -p "$d"; echo '{}' > "$d/seed0.json"
              echo '{}' > "$d/summary.json"; done
          else mkdir -p "$out"; for s in 0 1 2 3 4; do echo '{}' > "$out/seed$s.json"; done
            echo '{}' > "$out/summary.json"; fi ;;
@@ -65,6 +70,7 @@ def queue_dir(tmp_path: Path) -> Path:
     for key in ("gpate", "dpgan", "datalens", "datalens-snap", "dcgan"):
         (gpu / f"cell-{key}_seconds").write_text("3\n")
     (gpu / "dpsgd_seconds").write_text("1\n")
+    (gpu / "dpsgd-search_seconds").write_text("1\n")
     bench = tmp_path / "benchmarks" / "results"
     bench.mkdir(parents=True)
     (bench / "ensemble-fake-gpu-nchw.json").write_text("{}")  # the benchmark: committed
@@ -206,3 +212,30 @@ def test_the_script_waits_for_its_background_evaluations(queue_dir: Path):
     assert starts and len(ends) == len(starts) and max(ends) <= t_exit
     files = [f for names in _tars(queue_dir / "out").values() for f in names]
     assert sum(f.endswith("eval-600ep.json") for f in files) == len(ends)
+
+
+def test_dpsgd_lanes_run_beside_the_trainings_and_bring_searches_whole(queue_dir: Path):
+    """The DP-SGD items run in their own lanes from the start (not after the GAN cells, not in
+    the evaluations' slots); a searched cell arrives with the search that chose its setting;
+    the per-layer control brings its three compressing scenarios under their own names."""
+    rc, log, _, _ = _run(queue_dir, seconds=25, GPU_QUEUE_DPSGD_LANES="2")
+    assert rc == 0, log[-2000:]
+    files = {f for names in _tars(queue_dir / "out").values() for f in names}
+    cell = "data/results/dpsgd/mnist/normtopk-k0.6-eps0.5"
+    assert {f"{cell}/search/search.json", f"{cell}/search/point0.json",
+            f"{cell}/paper/summary.json"} <= files, log[-3000:]
+    layer = {f.split("/")[4] for f in files if "/control-layer-k0.8-eps1-" in f}
+    assert layer == {f"control-layer-k0.8-eps1-{s}" for s in ("topagg", "topk-gm-dp",
+                                                             "topk-sgd")}
+    assert "data/results/dpsgd/mnist/gmdp-epsinf/paper/summary.json" in files
+    assert "data/results/dpsgd/fashion-mnist/gmdp-eps1/paper/summary.json" in files
+    calls = (queue_dir / "eval.log.dpsgd").read_text().splitlines()
+    train_ends = [float(x.split()[1]) for x in
+                  (queue_dir / "eval.log.train").read_text().splitlines()]
+    first = min(float(c.split()[1]) for c in calls)
+    assert first < max(train_ends)  # the lanes ran while the trainings still ran
+    # two lanes: some DP-SGD processes overlapped (each sleeps 0.5 s)
+    starts = sorted(float(c.split()[1]) for c in calls)
+    assert any(b - a < 0.5 for a, b in zip(starts, starts[1:], strict=False))
+    # nothing twice: the items the lanes share (a cell staged by one lane) are skipped
+    assert len(calls) == len({" ".join(c.split()[2:]) for c in calls})
