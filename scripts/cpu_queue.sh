@@ -185,9 +185,16 @@ run_control() {  # dpsgd-control K EPS SEEDS [SCOPE]: the five tab:control scena
   # (SCOPE layer, ours: the three compressing ones with the selection within each layer)
   read -r _ k eps seeds scope <<<"$1"
   scope=${scope:-flat}
-  local out=runs/queue/dpsgd/mnist/control-paper dest=data/results/dpsgd/mnist tag=""
-  [[ $scope == flat ]] || tag="$scope-"
-  echo "[queue] dpsgd control $tag k=$k eps=$eps: $seeds seeds per scenario"
+  local out=runs/queue/dpsgd/mnist/control-paper dest=data/results/dpsgd/mnist tag="" s
+  local scen=(topagg topk-gm-dp topk-sgd gm-dp clipped-sgd) missing=0  # train.CONTROL
+  [[ $scope == flat ]] || { tag="$scope-"; scen=("${scen[@]:0:3}"); }  # the compressing ones
+  for s in "${scen[@]}"; do
+    [[ -f $dest/control-${tag}k$k-eps$eps-$s/paper/summary.json ]] || missing=1
+  done
+  if ((!missing)); then  # rerunning would rewrite committed summaries (their provenance)
+    echo "[queue] dpsgd control ${tag}k=$k eps=$eps: already committed, skipped"; return
+  fi
+  echo "[queue] dpsgd control ${tag}k=$k eps=$eps: $seeds seeds per scenario"
   "$DL" dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds "$seeds" \
     --profile paper --out "$out" --set "scope=$scope" --quiet
   for d in "$out"/control-"$tag"k"$k"-eps"$eps"-*; do
