@@ -281,8 +281,7 @@ def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] 
             else:
                 mine = run_method(key, cfg, profile, seed=seed, device=device,
                                   overrides=overrides.get(key))
-                committed = [c for c in committed_runs(method=key) if c["config"] == cfg
-                             and c.get("acc_paper") is not None]
+                committed = committed_setting(key, cfg, overrides.get(key))
                 shown = best_of(mine, *committed)
                 row.update({"profile": shown["profile"], "ours": shown.get("acc_paper"),
                             "ours_clean": shown.get("acc_clean"),
@@ -340,16 +339,34 @@ def committed_match(config: str, overrides: dict[str, Any] | None = None,
 
 def _committed_match(config: str, overrides: dict[str, Any],
                      root: Path | None) -> dict[str, Any] | None:
-    want = load_config(config, "paper", **overrides).to_dict()
-    ignore = {"chunk", "notes"}
-    for s in committed_runs(root):
-        if s.get("config") != config:
-            continue
-        rec = json.loads((Path(s["run_dir"]) / "run.json").read_text())
-        have = TrainConfig.from_dict(rec["config"]).to_dict()  # later keys: defaults
-        if all(have.get(k) == v for k, v in want.items() if k not in ignore):
-            return s
-    return None
+    return next((s for s in committed_runs(root)
+                 if s.get("config") == config and s["profile"] == "paper"
+                 and run_matches(s, "datalens", overrides)), None)
+
+
+def committed_setting(method: str, config: str, overrides: dict[str, Any] | None = None,
+                      root: Path | None = None) -> list[dict[str, Any]]:
+    """The evaluated committed runs of ``method`` at ``config`` whose settings are this
+    setting (:func:`run_matches`): never a variant run with other overrides, so G-PATE's run
+    stopped by the official data-dependent ledger is not shown as the sound-stop cell, nor the
+    reverse."""
+    return [c for c in committed_runs(root, method=method) if c["config"] == config
+            and c.get("acc_paper") is not None and run_matches(c, method, overrides or {})]
+
+
+def run_matches(summary: dict[str, Any], method: str, overrides: dict[str, Any]) -> bool:
+    """Whether a committed run's recorded settings equal its config at its own profile with
+    ``overrides`` (compute-only keys ``chunk`` and ``notes`` ignored; keys a record predates
+    take the config class's defaults): a variant folder (``paper-official-stop``,
+    ``paper-k100``, ...) matches only the overrides it was run with."""
+    from .methods import method_class
+
+    want = load_config(summary["config"], summary["profile"], method=method,
+                       **overrides).to_dict()
+    rec = json.loads((Path(summary["run_dir"]) / "run.json").read_text())
+    cls = TrainConfig if method == "datalens" else method_class(method).config_class
+    have = cls.from_dict(rec["config"]).to_dict()
+    return all(have.get(k) == v for k, v in want.items() if k not in {"chunk", "notes"})
 
 
 #: ``tab:compression``'s method names for our aggregators (variants the paper did not run: none)

@@ -340,3 +340,33 @@ def test_diverged_evaluations_lists_only_records_that_say_so(tmp_path):
     assert (r.method, r.config, r.folder, r.record) == ("gpate", "mnist-eps1", "paper",
                                                         "eval-600ep.json")
     assert r.diverged_at_epoch == 51 and r.clean_protocol == 0.098
+
+
+def test_the_methods_table_shows_only_runs_of_the_asked_stopping_rule(tmp_path):
+    """G-PATE's cell stopped on the official data-dependent ledger (not DP; paper ledger 1.35
+    at eps = 1) must never stand for the sound-stop cell, nor the reverse; a cpu-profile run is
+    matched against its own profile."""
+    committed = Path(__file__).resolve().parents[1] / "data" / "results" / "gpate"
+    rec = json.loads((committed / "mnist-eps1" / "paper" / "run.json").read_text())
+
+    def run(folder, acc, profile="paper", **cfg):
+        d = tmp_path / "gpate" / "mnist-eps1" / folder
+        d.mkdir(parents=True)
+        base = book.load_config("mnist-eps1", profile, method="gpate").to_dict()
+        conf = {**(rec["config"] if profile == "paper" else base), **cfg}
+        (d / "run.json").write_text(json.dumps({**rec, "profile": profile, "config": conf}))
+        (d / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": acc,
+                                                      "clean": acc}))
+
+    run("paper", 0.38, stop_on="sound")
+    run("paper-official-stop", 0.53, stop_on="data_dependent")
+    sound = book.committed_setting("gpate", "mnist-eps1", {"stop_on": "sound"}, tmp_path)
+    assert [Path(s["run_dir"]).name for s in sound] == ["paper"]
+    dd = book.committed_setting("gpate", "mnist-eps1", {"stop_on": "data_dependent"}, tmp_path)
+    assert [Path(s["run_dir"]).name for s in dd] == ["paper-official-stop"]
+    assert len(book.committed_setting("gpate", "mnist-eps1", None, tmp_path)) == 1  # config's
+    run("cpu", 0.3, profile="cpu")
+    assert "cpu" in [Path(s["run_dir"]).name for s in book.committed_setting(
+        "gpate", "mnist-eps1", {"stop_on": "sound"}, tmp_path)]
+    # a setting nobody ran: nothing, rather than the nearest run
+    assert book.committed_setting("gpate", "mnist-eps1", {"sigma_vote": 1.0}, tmp_path) == []
