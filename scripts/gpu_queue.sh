@@ -21,9 +21,11 @@
 # each finished training's evaluations (the run and each snapshot, all at once) run in the
 # background, at most GPU_QUEUE_PARALLEL (default 4) at a time; whichever of a run's evaluations
 # ends last stages the run. Issue 13's DP-SGD items run from the start of the call in
-# GPU_QUEUE_DPSGD_LANES (default 2) lanes of their own (DPSGD_ITEMS, below). Records reach the
-# stage (one rename per item) and the tars under a lock. Every job is killed at GPU_QUEUE_HARD,
-# so the final wait ends before the call's own limit.
+# GPU_QUEUE_DPSGD_LANES (default 2) lanes of their own (DPSGD_ITEMS, below), and issue 10's
+# DP-GAN and DC-GAN cells in one more (GAN_ITEMS; its evaluations in GPU_QUEUE_GAN_PARALLEL,
+# default 2, slots of its own): a record's training time is measured beside all that. Records
+# reach the stage (one rename per item) and the tars under a lock. Every job is killed at
+# GPU_QUEUE_HARD, so the final wait ends before the call's own limit.
 # For a dry run off the GPU (tests/test_gpu_queue.py): GPU_SETUP, DL, GPU_NAME and OUT.
 set -uo pipefail
 : "${OUT:?OUT names the folder whose files come back}"
@@ -315,8 +317,31 @@ lanes() {  # in the background: the names (one import), then the lanes, then the
   wait
 }
 lanes & LANE_PIDS+=($!)
-# 2. Issue 10: the baselines at paper scale. G-PATE first (a DataLens-sized ensemble: the GPU's
-#    strength); DC-GAN last (25 epochs of small batches: > 465 s of training on an H200).
+# Issue 10's small-model cells in a lane of their own, beside the foreground's ensembles:
+# DP-GAN (18,750 Opacus discriminator steps of expected batch 64 per cell; the large-batch
+# setting, DPImageBench's: expected batch 4096, 150 epochs) and DC-GAN (25 epochs of batch 64,
+# two generator steps each) are a DCGAN pair trained with small batches, bound by kernel
+# launches like the evaluations. The lane's evaluations take at most GPU_QUEUE_GAN_PARALLEL
+# (default 2) slots of their own, and the lane waits for them before it ends.
+GAN_ITEMS=(
+  "dpgan mnist-eps1 paper 0" "dpgan fashion-mnist-eps1 paper 0"
+  "dpgan mnist-eps10 paper 0" "dpgan fashion-mnist-eps10 paper 0"
+  "dcgan fashion-mnist-epsinf paper 0"
+  "dpgan mnist-eps1-large paper 0" "dpgan fashion-mnist-eps1-large paper 0"
+  "dcgan mnist-epsinf paper 0"
+)
+gan_lane() {
+  local PARALLEL=${GPU_QUEUE_GAN_PARALLEL:-2} item
+  for item in "${GAN_ITEMS[@]}"; do
+    (( $(left) > 0 )) || break
+    # shellcheck disable=SC2086
+    cell $item
+  done
+  wait
+}
+gan_lane & LANE_PIDS+=($!)
+# 2. Issue 10: the baselines at paper scale. G-PATE in the foreground (a DataLens-sized
+#    ensemble: the GPU's strength); DP-GAN and DC-GAN in their lane (above).
 cell gpate mnist-eps1 paper 0 chunk=1000
 # the official stopping rule (data-dependent ledger; not DP): how much of the gap to the
 # paper's 0.581 comes from the extra steps it allows (sound stop: 131 steps, 0.388)
@@ -324,13 +349,6 @@ cell gpate mnist-eps1 paper-official-stop 0 chunk=1000 stop_on=data_dependent
 cell gpate fashion-mnist-eps1 paper 0 chunk=1000
 cell gpate mnist-eps10 paper 0 chunk=1000
 cell gpate fashion-mnist-eps10 paper 0 chunk=1000
-# DP-GAN: 18,750 Opacus discriminator steps of expected batch 64 per cell
-for cfg in mnist-eps1 fashion-mnist-eps1 mnist-eps10 fashion-mnist-eps10; do
-  cell dpgan "$cfg" paper 0
-done
-# and its large-batch setting (DPImageBench's: expected batch 4096, 150 epochs)
-cell dpgan mnist-eps1-large paper 0
-cell dpgan fashion-mnist-eps1-large paper 0
 # 3. Issue 12: more seeds of the four main cells (the committed `paper` folders are seed 0).
 for seed in 1 2; do
   for cfg in mnist-eps1 fashion-mnist-eps1 mnist-eps10 fashion-mnist-eps10; do
@@ -362,8 +380,6 @@ for cfg in mnist-eps1 fashion-mnist-eps1; do
     cell datalens "$cfg" "paper-${kv/=/}" 0 chunk=1000 "$kv"
   done
 done
-cell dcgan mnist-epsinf paper 0
-cell dcgan fashion-mnist-epsinf paper 0
 echo "[gpu-queue] queue walked after $SECONDS s; waiting for the background jobs"
 wait
 echo "[gpu-queue] stopped after $SECONDS s; $(cat "$OUT"/records-*.tar 2>/dev/null | tar -tif - 2>/dev/null | grep -c json) records in $(ls "$OUT" | grep -c '^records-') tar(s)"
