@@ -292,6 +292,34 @@ def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] 
     return pd.DataFrame(rows)
 
 
+def stopping_rule_table(root: Path | None = None) -> pd.DataFrame:
+    """G-PATE's committed paper-profile runs, one row each, with the ledger that stopped them
+    (``stop``: ``sound (<conversion>)``, a data-independent ledger -- ``paper`` by default,
+    ``pld`` the tightest -- or ``data_dependent``, the official code's rule), the steps
+    taken, ε under every ledger and both protocols beside the paper's ``tab:image`` value: how
+    much of the gap to the paper comes from the stopping rule. Only the sound runs are
+    (ε, δ)-DP at their budget; a ``data_dependent`` run's data-independent ledgers show what
+    it really spent."""
+    paper = paper_table("tab_image.csv", "G-PATE")
+    rows = []
+    for s in committed_runs(root, method="gpate"):
+        if s["profile"] != "paper" or s.get("acc_paper") is None:
+            continue
+        rec = json.loads((Path(s["run_dir"]) / "run.json").read_text())
+        sel = paper[(paper["dataset"] == s["dataset"])
+                    & (pd.to_numeric(paper["epsilon"]) == s["epsilon"])]
+        rows.append({"config": s["config"], "folder": Path(s["run_dir"]).name,
+                     "stop": ("data_dependent" if rec["config"].get("stop_on") ==
+                              "data_dependent" else
+                              f"sound ({rec['config'].get('conversion', 'paper')})"),
+                     "steps": s["steps"],
+                     **{f"eps_{k}": v for k, v in s["epsilon_spent"].items()},
+                     "paper": float(sel["value"].iloc[0]) if len(sel) else None,
+                     "ours": s["acc_paper"], "ours_clean": s["acc_clean"],
+                     "eval_epochs": s["eval_epochs"]})
+    return pd.DataFrame(rows)
+
+
 def snapshot_table(root: Path | None = None) -> pd.DataFrame:
     """``tab:lowdp`` cells from budget snapshots of committed ε = 1 runs (any method): one
     row per evaluated snapshot, with the paper's value for that method, dataset and budget.

@@ -370,3 +370,32 @@ def test_the_methods_table_shows_only_runs_of_the_asked_stopping_rule(tmp_path):
         "gpate", "mnist-eps1", {"stop_on": "sound"}, tmp_path)]
     # a setting nobody ran: nothing, rather than the nearest run
     assert book.committed_setting("gpate", "mnist-eps1", {"sigma_vote": 1.0}, tmp_path) == []
+
+
+def test_stopping_rule_table_labels_each_runs_stopping_ledger(tmp_path):
+    """T1's G-PATE stopping table: each committed paper run with the ledger that stopped it
+    (the default sound paper ledger, a sound PLD stop, the official data-dependent rule) and
+    the paper's value of its cell; cpu-profile runs are not listed."""
+    committed = Path(__file__).resolve().parents[1] / "data" / "results" / "gpate"
+    rec = json.loads((committed / "mnist-eps1" / "paper" / "run.json").read_text())
+
+    def run(folder, acc, profile="paper", **cfg):
+        d = tmp_path / "gpate" / "mnist-eps1" / folder
+        d.mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps({**rec, "profile": profile,
+                                                "config": {**rec["config"], **cfg}}))
+        (d / "eval-600ep.json").write_text(json.dumps({"epochs": 600, "paper": acc,
+                                                       "clean": acc / 2}))
+
+    run("paper", 0.38, stop_on="sound")
+    run("paper-official-stop", 0.53, stop_on="data_dependent")
+    run("paper-pld-stop", 0.5, stop_on="sound", conversion="pld")
+    run("cpu", 0.2, profile="cpu")
+    t = book.stopping_rule_table(tmp_path).set_index("folder")
+    assert sorted(t.index) == ["paper", "paper-official-stop", "paper-pld-stop"]
+    assert t.loc["paper", "stop"] == "sound (paper)"
+    assert t.loc["paper-pld-stop", "stop"] == "sound (pld)"
+    assert t.loc["paper-official-stop", "stop"] == "data_dependent"
+    assert t.loc["paper-pld-stop", "ours"] == 0.5 and t.loc["paper", "ours_clean"] == 0.19
+    assert (t["paper"] == 0.581).all()  # tab:image's G-PATE MNIST eps = 1
+    assert {"eps_paper", "eps_rdp", "eps_pld", "eps_data_dependent"} <= set(t.columns)
