@@ -66,9 +66,11 @@ estimate() {  # key, default: the last measured duration of such an item on this
   local v; v=$(cat "runs/gpu/$1_seconds" 2>/dev/null)
   [[ $v =~ ^[0-9]+$ ]] && echo "$v" || echo "$2"
 }
-set_estimate() { echo "$2" > "runs/gpu/$1_seconds.tmp" && mv "runs/gpu/$1_seconds.tmp" "runs/gpu/$1_seconds"; }
-throttle() {  # a free slot: background jobs other than the DP-SGD lanes
-  while (( $(jobs -rp | grep -cvxF -f <(printf '%s\n' "${LANE_PIDS[@]}")) >= PARALLEL )); do
+set_estimate() {  # a temporary file per process: lanes and evaluations set estimates at once
+  echo "$2" > "runs/gpu/$1_seconds.$BASHPID" && mv "runs/gpu/$1_seconds.$BASHPID" "runs/gpu/$1_seconds"
+}
+throttle() {  # a free slot: background jobs other than the lanes (PARALLEL 0 reads as 1)
+  while (( $(jobs -rp | grep -cvxF -f <(printf '%s\n' "${LANE_PIDS[@]}")) >= (PARALLEL > 0 ? PARALLEL : 1) )); do
     wait -n
   done
 }
@@ -206,39 +208,56 @@ dpsgd_search() {  # cell, method, k, eps, seeds: a budget tab:dpsgd-search lacks
     echo "[gpu-queue] dpsgd-search $cell: skipped, $(left) s left < $need s"; return
   fi
   echo "[gpu-queue] dpsgd-search $cell, then $seeds seeds ($(left) s left)"
+  local resumed=0 ok=0
+  [[ -d $base ]] && resumed=1  # points or seeds of an earlier call on this machine
+  if [[ -f $rel/search/search.json ]]; then  # a committed search: its points are reused
+    mkdir -p "$base/search" && cp -n "$rel"/search/point*.json "$base/search/" && resumed=1
+  fi
   t0=$SECONDS
-  if run_job $DL dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" \
-      --seeds "$seeds" --profile paper --search "$base/search" --out "$base/paper" \
-      --device cuda --quiet 2>&1 | tail -2; then
-    # the search first: the seeds never arrive without the search that chose their setting
-    stage "$base/search" "$rel/search" $(cd "$base/search" && ls ./*.json) \
-      && stage "$base/paper" "$rel/paper" $(cd "$base/paper" && ls seed*.json) summary.json
-    (( SECONDS - t0 > 60 )) && set_estimate dpsgd-search $((SECONDS - t0 + 10))
+  run_job $DL dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" \
+    --seeds "$seeds" --profile paper --search "$base/search" --out "$base/paper" \
+    --device cuda --quiet 2>&1 | tail -2 && ok=1
+  # a finished search comes back even when its seeds were cut (the CPU queue's run of the same
+  # cell reuses it); the seeds never come back without the search that chose their setting
+  if [[ -f $base/search/search.json && ! -f $STAGE/$rel/search/search.json \
+        && ! -f $rel/search/search.json ]]; then
+    stage "$base/search" "$rel/search" $(cd "$base/search" && ls ./*.json) || ok=0
+  fi
+  if ((ok)) && [[ -f $base/paper/summary.json ]]; then
+    stage "$base/paper" "$rel/paper" $(cd "$base/paper" && ls seed*.json) summary.json
+    ((resumed)) || set_estimate dpsgd-search $((SECONDS - t0 + 10))
   fi
 }
 
 CONTROL_SCENARIOS=(topagg topk-gm-dp topk-sgd gm-dp clipped-sgd)  # train.CONTROL, as folders
 
 dpsgd_control() {  # k, eps [scope]: tab:control's five scenarios on MNIST, 5 seeds each (issue
-  # 13), in the calling lane; scope "layer" (ours): the three compressing scenarios only
+  # 13), in the calling lane; scope "layer" (ours): the three compressing scenarios only. The
+  # scenarios run one after another; each one that finishes comes back, so a cut call still
+  # returns whole scenarios, and committed ones are neither retrained (their seed records are
+  # put in the run folder, which the command skips) nor returned again.
   local k=$1 eps=$2 scope=${3:-flat} out=runs/gpu/dpsgd/mnist/control-paper name need s t0 n=0
-  local missing=0 scen=("${CONTROL_SCENARIOS[@]}")
+  local missing=() scen=("${CONTROL_SCENARIOS[@]}") rel
   name=control-k$k-eps$eps
   if [[ $scope != flat ]]; then name=control-$scope-k$k-eps$eps scen=("${scen[@]:0:3}"); fi
   for s in "${scen[@]}"; do
-    [[ -f $STAGE/data/results/dpsgd/mnist/$name-$s/paper/summary.json \
-       || -f data/results/dpsgd/mnist/$name-$s/paper/summary.json ]] || missing=1
+    rel=data/results/dpsgd/mnist/$name-$s/paper
+    if [[ -f $rel/summary.json ]]; then
+      mkdir -p "$out/$name-$s" && cp -n "$rel"/seed*.json "$out/$name-$s/"
+    elif [[ ! -f $STAGE/$rel/summary.json ]]; then
+      missing+=("$s")
+    fi
   done
-  ((missing)) || return
-  need=$((${#scen[@]} * $(estimate dpsgd 150)))
+  ((${#missing[@]})) || return
+  need=$(estimate dpsgd 150)  # one scenario: each finished one comes back
   if (( $(left) < need )); then
     echo "[gpu-queue] dpsgd $name: skipped, $(left) s left < $need s"; return
   fi
-  echo "[gpu-queue] dpsgd $name: ${#scen[@]} scenarios, 5 seeds each ($(left) s left)"
+  echo "[gpu-queue] dpsgd $name: ${#missing[@]} scenarios to run, 5 seeds each ($(left) s left)"
   t0=$SECONDS
   run_job $DL dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds 5 \
     --profile paper --out "$out" --device cuda --set "scope=$scope" --quiet 2>&1 | tail -5
-  for s in "${scen[@]}"; do  # each scenario whose five seeds finished
+  for s in "${missing[@]}"; do  # each missing scenario whose five seeds finished
     d=$out/$name-$s
     [[ -f $d/summary.json ]] || continue
     stage "$d" "data/results/dpsgd/mnist/$name-$s/paper" $(cd "$d" && ls ./*.json) \

@@ -27,8 +27,8 @@ arg() {
   while (($#)); do [[ $1 == "$want" ]] && { echo "$2"; return; }; shift; done
 }
 case $cmd in
-  train) out=$(arg --out "$@"); mkdir -p "$out"; sleep 0.2
-         echo "end $(date +%s.%N)" >> "$EVAL_LOG.train"
+  train) out=$(arg --out "$@"); mkdir -p "$out"; sleep "${FAKE_TRAIN_SLEEP:-0.2}"
+         echo "end $(date +%s.%N) $out" >> "$EVAL_LOG.train"
          echo '{"status": "complete"}' > "$out/run.json" ;;
   evaluate) out=$1; snap=$(arg --snapshot "$@")
          echo "start $(date +%s.%N) $out" >> "$EVAL_LOG"; sleep "${FAKE_EVAL_SLEEP:-1}"
@@ -42,7 +42,7 @@ case $cmd in
          tag=""; [[ $scope == scope=layer ]] && tag=layer-
          echo "dpsgd $(date +%s.%N) $*" >> "$EVAL_LOG.dpsgd"; sleep 0.5
          if [[ -n $search ]]; then mkdir -p "$search"; echo '{}' > "$search/point0.json"
-           echo '{}' > "$search/search.json"; fi
+           echo '{}' > "$search/search.json"; [[ -n ${FAKE_SEEDS_CUT:-} ]] && exit 124; fi
          if [[ " $* " == *" --control "* ]]; then
            k=$(arg --k "$@"); e=$(arg --epsilon "$@")
            for s in topagg topk-gm-dp topk-sgd gm-dp clipped-sgd; do
@@ -187,6 +187,7 @@ def test_no_time_left_starts_nothing(queue_dir: Path):
     assert "skipped" in log
     assert not _tars(queue_dir / "out")
     assert not (queue_dir / "eval.log").exists()
+    assert not (queue_dir / "eval.log.dpsgd").exists()  # nor did a lane start an item
 
 
 def test_the_hard_limit_kills_jobs_and_leaves_no_half_record(queue_dir: Path):
@@ -227,28 +228,51 @@ def test_the_script_waits_for_its_background_evaluations(queue_dir: Path):
     assert sum(f.endswith("eval-600ep.json") for f in files) == len(ends)
 
 
+def _commit(queue_dir: Path, rel: str, *names: str) -> None:
+    d = queue_dir / rel
+    d.mkdir(parents=True, exist_ok=True)
+    for n in names:
+        (d / n).write_text("{}")
+
+
 def test_dpsgd_lanes_run_beside_the_trainings_and_bring_searches_whole(queue_dir: Path):
-    """The DP-SGD items run in their own lanes from the start (not after the GAN cells, not in
-    the evaluations' slots); a searched cell arrives with the search that chose its setting;
-    the per-layer control brings its three compressing scenarios under their own names."""
-    rc, log, _, _ = _run(queue_dir, seconds=25, GPU_QUEUE_DPSGD_LANES="2")
+    """The DP-SGD items run in their own lanes from the start (beside the G-PATE trainings, not
+    after them); a searched cell arrives with the search that chose its setting, and a
+    committed search is reused, not returned again; the per-layer control brings its missing
+    compressing scenarios under their own names, never a committed one."""
+    base = "data/results/dpsgd/mnist"
+    _commit(queue_dir, f"{base}/control-layer-k0.8-eps1-topagg/paper", "seed0.json",
+            "summary.json")
+    _commit(queue_dir, f"{base}/normtopk-k0.7-eps0.5/search", "search.json", "point0.json")
+    rc, log, _, _ = _run(queue_dir, seconds=30, GPU_QUEUE_DPSGD_LANES="2",
+                         FAKE_TRAIN_SLEEP="2")
     assert rc == 0, log[-2000:]
     files = {f for names in _tars(queue_dir / "out").values() for f in names}
-    cell = "data/results/dpsgd/mnist/normtopk-k0.6-eps0.5"
+    cell = f"{base}/normtopk-k0.6-eps0.5"
     assert {f"{cell}/search/search.json", f"{cell}/search/point0.json",
             f"{cell}/paper/summary.json"} <= files, log[-3000:]
+    reused = f"{base}/normtopk-k0.7-eps0.5"
+    assert f"{reused}/paper/summary.json" in files
+    assert not any(f.startswith(f"{reused}/search/") for f in files)
     layer = {f.split("/")[4] for f in files if "/control-layer-k0.8-eps1-" in f}
-    assert layer == {f"control-layer-k0.8-eps1-{s}" for s in ("topagg", "topk-gm-dp",
-                                                             "topk-sgd")}
-    assert "data/results/dpsgd/mnist/gmdp-epsinf/paper/summary.json" in files
+    assert layer == {"control-layer-k0.8-eps1-topk-gm-dp", "control-layer-k0.8-eps1-topk-sgd"}
+    assert f"{base}/gmdp-epsinf/paper/summary.json" in files
     assert "data/results/dpsgd/fashion-mnist/gmdp-eps1/paper/summary.json" in files
     calls = (queue_dir / "eval.log.dpsgd").read_text().splitlines()
-    train_ends = [float(x.split()[1]) for x in
-                  (queue_dir / "eval.log.train").read_text().splitlines()]
+    gpate_ends = [float(x.split()[1]) for x in
+                  (queue_dir / "eval.log.train").read_text().splitlines() if "/gpate/" in x]
+    assert len(gpate_ends) >= 3
     first = min(float(c.split()[1]) for c in calls)
-    assert first < max(train_ends)  # the lanes ran while the trainings still ran
+    assert first < max(gpate_ends)  # the lanes ran while G-PATE still trained
     # two lanes: some DP-SGD processes overlapped (each sleeps 0.5 s)
     starts = sorted(float(c.split()[1]) for c in calls)
     assert any(b - a < 0.5 for a, b in zip(starts, starts[1:], strict=False))
-    # nothing twice: the items the lanes share (a cell staged by one lane) are skipped
-    assert len(calls) == len({" ".join(c.split()[2:]) for c in calls})
+
+
+def test_a_search_whose_seeds_were_cut_still_comes_back_without_its_seeds(queue_dir: Path):
+    rc, log, _, _ = _run(queue_dir, seconds=20, GPU_QUEUE_DPSGD_LANES="1", FAKE_SEEDS_CUT="1")
+    assert rc == 0, log[-2000:]
+    files = {f for names in _tars(queue_dir / "out").values() for f in names}
+    cell = "data/results/dpsgd/mnist/gmdp-eps0.5"
+    assert f"{cell}/search/search.json" in files, log[-3000:]
+    assert not any(f.startswith(f"{cell}/paper/") for f in files)
