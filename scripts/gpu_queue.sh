@@ -147,20 +147,29 @@ cell() {  # method, config, results folder, seed, then --set overrides (+snap: t
     if [[ $kv == +snap ]]; then budgets=(0.2 0.4 0.6 0.8); else sets+=(--set "$kv"); fi
   done
   key=cell-$method; ((${#budgets[@]})) && key=$key-snap
-  local guess=360; [[ $method == dcgan ]] && guess=700  # 25 epochs of batch 64: > 465 s
-  need=$(estimate "$key" $guess)  # per kind of cell: a G-PATE cell is not a DataLens cell
+  need=$(estimate "$key" 360)  # per kind of cell: a G-PATE cell is not a DataLens cell
+  # DC-GAN's 25 epochs of batch 64 take > 465 s on an H200, more than one call allows: its
+  # training checkpoints every epoch (a few MB) and resumes in the next call on the same warm
+  # machine, so it starts whenever a few epochs still fit
+  local resumable=0; [[ $method == dcgan ]] && resumable=1 need=${GPU_QUEUE_RESUMABLE_NEED:-120}
   if (( $(left) < need )); then
     echo "[gpu-queue] $label: skipped, $(left) s left < $need s per cell"; return
   fi
   echo "[gpu-queue] $label seed $seed ($(left) s left)"
   ((${#budgets[@]})) && sets+=(--snapshot-budgets "${budgets[@]}")
   if ! grep -qs '"status": "complete"' "$out/run.json"; then
-    rm -rf "$out"  # no training checkpoints on a GPU (27 GB per save): a cut training restarts
-    run_job $DL train --method "$method" --config "$cfg" --profile paper --out "$out" \
-      --device cuda --seed "$seed" --checkpoint-every 0 "${sets[@]}" 2>&1 | quiet 3
+    if ((resumable)); then
+      [[ -d $out ]] && key=  # resumed: its duration says nothing about a whole cell
+      run_job $DL train --method "$method" --config "$cfg" --profile paper --out "$out" \
+        --device cuda --seed "$seed" --resume --checkpoint-every 1 "${sets[@]}" 2>&1 | quiet 3
+    else
+      rm -rf "$out"  # no training checkpoints (a DataLens ensemble: 27 GB per save): restart
+      run_job $DL train --method "$method" --config "$cfg" --profile paper --out "$out" \
+        --device cuda --seed "$seed" --checkpoint-every 0 "${sets[@]}" 2>&1 | quiet 3
+    fi
     if ! grep -qs '"status": "complete"' "$out/run.json"; then
       echo "[gpu-queue] $label: training failed or cut"
-      (( SECONDS - t0 > need )) && set_estimate "$key" $((SECONDS - t0 + 15))
+      ((!resumable && SECONDS - t0 > need)) && set_estimate "$key" $((SECONDS - t0 + 15))
       return
     fi
   else

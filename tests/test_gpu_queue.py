@@ -28,7 +28,7 @@ arg() {
 }
 case $cmd in
   train) out=$(arg --out "$@"); mkdir -p "$out"; sleep "${FAKE_TRAIN_SLEEP:-0.2}"
-         echo "end $(date +%s.%N) $out" >> "$EVAL_LOG.train"
+         echo "end $(date +%s.%N) $out $*" >> "$EVAL_LOG.train"
          echo '{"status": "complete"}' > "$out/run.json" ;;
   evaluate) out=$1; snap=$(arg --snapshot "$@")
          echo "start $(date +%s.%N) $out" >> "$EVAL_LOG"; sleep "${FAKE_EVAL_SLEEP:-1}"
@@ -276,3 +276,15 @@ def test_a_search_whose_seeds_were_cut_still_comes_back_without_its_seeds(queue_
     cell = "data/results/dpsgd/mnist/gmdp-eps0.5"
     assert f"{cell}/search/search.json" in files, log[-3000:]
     assert not any(f.startswith(f"{cell}/paper/") for f in files)
+
+
+def test_dcgan_trains_resumably_and_the_ensembles_without_checkpoints(queue_dir: Path):
+    """DC-GAN's paper cell is longer than a call: it checkpoints every epoch and resumes on the
+    same warm machine; the ensemble methods never write their 27-GB checkpoints there."""
+    rc, log, _, _ = _run(queue_dir, seconds=25, GPU_QUEUE_RESUMABLE_NEED="1")
+    assert rc == 0, log[-2000:]
+    trains = (queue_dir / "eval.log.train").read_text().splitlines()
+    dc = [t for t in trains if "/dcgan/" in t]
+    assert dc and all("--resume" in t and "--checkpoint-every 1" in t for t in dc)
+    others = [t for t in trains if "/dcgan/" not in t]
+    assert others and all("--checkpoint-every 0" in t and "--resume" not in t for t in others)
