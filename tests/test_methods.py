@@ -241,12 +241,11 @@ def test_dpgan_clips_each_real_example_and_adds_noise(mnist_dir, monkeypatch):
     def spy():
         ok = real_pre()
         norms.append(torch.sqrt(sum((p.grad**2).sum() for p in m.D.parameters())).item())
-        sizes.append(m.D.parameters().__next__().grad_sample.shape[0])
         return ok
 
     monkeypatch.setattr(m.d_opt, "pre_step", spy)
     for _ in range(3):
-        m.step()
+        sizes.append(m.step()["real_batch"])
     c, b = m.cfg.max_grad_norm, m.cfg.batch_size
     assert all(0 < n <= c * k / b * 1.001 for n, k in zip(norms, sizes, strict=True))
     noisy = _method("dpgan", mnist_dir)
@@ -338,6 +337,7 @@ def _dpgan_replay(m):
 
     pair = fakes(len(idx)) if cfg.clip_fake and len(idx) else None
     summed = [torch.zeros_like(p) for p in params]
+    factors = []
     for j, i in enumerate(idx.tolist()):
         loss = m._d_loss(D(m.x[i:i + 1], F.one_hot(m.y[i:i + 1], m.y_dim).float()), True)
         if pair is not None:
@@ -345,8 +345,11 @@ def _dpgan_replay(m):
         gs = torch.autograd.grad(loss.sum(), params)
         norm = float(torch.sqrt(sum((t ** 2).sum() for t in gs)))
         f = min(1.0, cfg.max_grad_norm / (norm + 1e-6))
+        factors.append(f)
         for s, t in zip(summed, gs, strict=True):
             s += f * t
+    # the premise of the replay: the clip binds (a wrong per-example norm changes the step)
+    assert not factors or min(factors) < 0.5
     priv = [(s + torch.normal(0.0, m.sigma * cfg.max_grad_norm, p.shape, generator=ng)) / b
             for s, p in zip(summed, params, strict=True)]
     if cfg.clip_fake:
