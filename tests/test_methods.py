@@ -229,9 +229,10 @@ def test_gpate_keeps_the_official_ledger_and_can_stop_on_it(tmp_path, mnist_dir)
 
 
 def test_dpgan_clips_each_real_example_and_adds_noise(mnist_dir, monkeypatch):
-    """After Opacus's pre_step the discriminator's gradient is the noisy clipped mean: with
+    """After a step's pre_step the discriminator's gradient is the noisy clipped mean: with
     almost no noise its norm is at most C * |batch| / B however large the raw per-example
-    gradients; with noise it differs between noise seeds."""
+    gradients. The second half checks the noise alone (a plain backward, then pre_step): it
+    differs between noise seeds and has std sigma C / B."""
     m = _method("dpgan", mnist_dir)
     m.d_opt.noise_multiplier = 1e-9  # (the ledger is not used here) almost no noise
     m.x.mul_(1e4)  # huge inputs: raw per-example gradients far above C
@@ -337,7 +338,7 @@ def _dpgan_replay(m):
 
     pair = fakes(len(idx)) if cfg.clip_fake and len(idx) else None
     summed = [torch.zeros_like(p) for p in params]
-    factors = []
+    factors, norms = [], []
     for j, i in enumerate(idx.tolist()):
         loss = m._d_loss(D(m.x[i:i + 1], F.one_hot(m.y[i:i + 1], m.y_dim).float()), True)
         if pair is not None:
@@ -346,12 +347,14 @@ def _dpgan_replay(m):
         norm = float(torch.sqrt(sum((t ** 2).sum() for t in gs)))
         f = min(1.0, cfg.max_grad_norm / (norm + 1e-6))
         factors.append(f)
+        norms.append(norm)
         for s, t in zip(summed, gs, strict=True):
             s += f * t
     # the premise of the replay: the clip binds (a wrong per-example norm changes the step)
     assert not factors or min(factors) < 0.5
     priv = [(s + torch.normal(0.0, m.sigma * cfg.max_grad_norm, p.shape, generator=ng)) / b
             for s, p in zip(summed, params, strict=True)]
+    m.replayed_norms = torch.tensor(norms)  # each example's exact gradient norm
     if cfg.clip_fake:
         return priv, priv, len(idx)
     fake, yo = fakes(b)
@@ -378,12 +381,27 @@ def test_dpgan_step_is_exactly_one_dp_sgd_step_and_the_fake_half(mnist_dir, conf
     assert (m.d_opt.noise_multiplier, m.d_opt.max_grad_norm, m.d_opt.expected_batch_size,
             m.d_opt.loss_reduction) == (m.sigma, m.cfg.max_grad_norm, m.cfg.batch_size, "mean")
     got = _adam_grads(m)
-    for _ in range(2):
+    seen = []
+    if m.ghost:  # the per-example norms ghost clipping computed, step by step
+        orig = m.D.get_clipping_coef
+
+        def coef():
+            c = orig()
+            seen.append(m.D.per_sample_gradient_norms.detach().clone())
+            return c
+
+        m.D.get_clipping_coef = coef
+    assert m.ghost is not m.cfg.clip_fake
+    for step in range(2):
         want, _, k = _dpgan_replay(m)
         m.step()
         assert k > 0 and m.history[-1]["real_batch"] == k
+        # tight: a layer's norm left out of the clip (even a GroupNorm's) moves the step by
+        # more than 4e-6 here; the two computations agree to ~1e-7
         for a, e in zip(got[-1], want, strict=True):
-            torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-4)
+            torch.testing.assert_close(a, e, atol=1e-6, rtol=1e-5)
+        if m.ghost:
+            torch.testing.assert_close(seen[step], m.replayed_norms, atol=0, rtol=1e-5)
         assert all(getattr(p, "grad_sample", None) is None for p in m.D.parameters())
 
 

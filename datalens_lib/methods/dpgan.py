@@ -338,6 +338,11 @@ class DPGAN:
                     self._ghost_clipped_backward(per)
                 else:
                     per.mean().backward()
+            if self.ghost:  # the fast-clipping optimizer only noises: .grad must be clipped
+                norms = self.D.per_sample_gradient_norms
+                if norms is None or len(norms) != len(idx):
+                    raise RuntimeError("ghost clipping: no per-example norms for this batch")
+                self.D.per_sample_gradient_norms = None  # never reused by a later step
             self.d_opt.pre_step()  # (clip per example,) sum, add N(0, sigma^2 C^2), / B
         else:  # an empty Poisson batch still releases the noise
             for p in self.D.parameters():
