@@ -320,6 +320,32 @@ def stopping_rule_table(root: Path | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def gpate_ledger_steps(profile: str = "paper") -> pd.DataFrame:
+    """Per G-PATE config: the generator steps each sound, data-independent ledger lets a run
+    take before ε reaches the budget (``stop_on="sound"`` with that ``conversion``; each step
+    answers B queries of the composed Gaussian mechanism, ``methods.gpate``), and the official
+    cap ``max_steps`` that bounds its data-dependent stopping rule -- computed from the
+    configs and the accountant alone, no training."""
+    from .data import load_dataset
+    from .methods.gpate import gpate_noise_multiplier
+    from .privacy.gaussian import gaussian_max_queries
+
+    rows = []
+    for config in available_configs("gpate"):
+        cfg = load_config(config, profile, method="gpate")
+        if data_status(cfg.dataset):  # the training set size needs the data
+            continue
+        n_train = cfg.train_limit or len(load_dataset(cfg.dataset).y_train)
+        batch = min(cfg.batch_cap, n_train // cfg.teachers)  # as datalens.DataLens
+        z = gpate_noise_multiplier(cfg.sigma_thresh, cfg.sigma_vote, cfg.proj_dim)
+        rows.append({"config": config, "teachers": cfg.teachers, "batch": batch,
+                     "noise_multiplier": z,
+                     **{f"steps_{c}": gaussian_max_queries(cfg.epsilon, z, cfg.delta, c) // batch
+                        for c in ("paper", "rdp", "pld")},
+                     "official_max_steps": cfg.max_steps})
+    return pd.DataFrame(rows)
+
+
 def snapshot_table(root: Path | None = None) -> pd.DataFrame:
     """``tab:lowdp`` cells from budget snapshots of committed ε = 1 runs (any method): one
     row per evaluated snapshot, with the paper's value for that method, dataset and budget.

@@ -228,6 +228,19 @@ if len(stops):
                      "yet."))
 
 # %% [markdown]
+# How many generator steps each sound ledger allows, from the configs and the accountant alone
+# (no training): a stop on the tightest one (PLD) is still a DP guarantee at the budget.
+
+# %%
+allowed = book.gpate_ledger_steps()
+if len(allowed):
+    display(allowed.round(3))
+    display(Markdown("; ".join(
+        f"{r.config}: {r.steps_paper} steps under the paper ledger, {r.steps_rdp} under RDP, "
+        f"{r.steps_pld} under PLD (the official rule stops on its data-dependent ε, at most "
+        f"{r.official_max_steps} steps)" for r in allowed.itertuples()) + "."))
+
+# %% [markdown]
 # ## Non-private reference
 #
 # The evaluation classifier trained on the *real* training set (`datalens reference`), an

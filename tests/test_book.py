@@ -399,3 +399,19 @@ def test_stopping_rule_table_labels_each_runs_stopping_ledger(tmp_path):
     assert t.loc["paper-pld-stop", "ours"] == 0.5 and t.loc["paper", "ours_clean"] == 0.19
     assert (t["paper"] == 0.581).all()  # tab:image's G-PATE MNIST eps = 1
     assert {"eps_paper", "eps_rdp", "eps_pld", "eps_data_dependent"} <= set(t.columns)
+
+
+def test_gpate_ledger_steps_match_the_committed_sound_run():
+    """The steps each sound ledger allows, computed without training, equal what the
+    committed paper run of MNIST eps = 1 (stopped on the paper ledger) took; the tighter
+    ledgers allow more, PLD the most; the official run's steps stay under its cap."""
+    t = book.gpate_ledger_steps().set_index("config")
+    committed = Path(__file__).resolve().parents[1] / "data" / "results" / "gpate"
+    rec = json.loads((committed / "mnist-eps1" / "paper" / "run.json").read_text())
+    assert rec["config"]["conversion"] == "paper" and rec["config"]["stop_on"] == "sound"
+    row = t.loc["mnist-eps1"]
+    assert row["steps_paper"] == rec["steps"] == 131
+    assert row["batch"] == 15 and t.loc["mnist-eps10", "batch"] == 30
+    assert row["steps_paper"] < row["steps_rdp"] < row["steps_pld"]
+    off = json.loads((committed / "mnist-eps1" / "paper-official-stop" / "run.json").read_text())
+    assert off["steps"] <= row["official_max_steps"]
