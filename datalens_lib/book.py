@@ -68,6 +68,10 @@ def _summary(run_dir: Path, rec: dict[str, Any], ev: dict[str, Any] | None) -> d
            "hardware": rec["hardware"], "history": rec["history"], "git_sha": rec["git_sha"],
            "dp_guarantee": rec.get("privacy", {}).get("dp_guarantee") or (
                _DATALENS_GUARANTEE if rec.get("method", "datalens") == "datalens" else None)}
+    if out["method"] == "gpate":  # one home for the sentence; older records hold an older one
+        from .methods.gpate import GPATEConfig, dp_guarantee
+
+        out["dp_guarantee"] = dp_guarantee(GPATEConfig.from_dict(cfg), rec["batch"])
     if ev is not None:
         out.update({"acc_paper": ev["paper"], "acc_clean": ev["clean"],
                     "eval_epochs": ev["epochs"], "eval_seconds": ev.get("seconds")})
@@ -293,56 +297,108 @@ def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] 
 
 
 def stopping_rule_table(root: Path | None = None) -> pd.DataFrame:
-    """G-PATE's committed paper-profile runs, one row each, with the ledger that stopped them
-    (``stop``: ``sound (<conversion>)``, a data-independent ledger -- ``paper`` by default,
-    ``pld`` the tightest -- or ``data_dependent``, the official code's rule), the steps
-    taken, ε under every ledger and both protocols beside the paper's ``tab:image`` value: how
-    much of the gap to the paper comes from the stopping rule. Only the sound runs are
-    (ε, δ)-DP at their budget; a ``data_dependent`` run's data-independent ledgers show what
-    it really spent."""
+    """G-PATE's committed paper-profile runs that differ from their config at most in the
+    stopping rule, one row each: the ledger that stopped them (``stop``: ``sound
+    (<conversion>)``, a data-independent ledger -- ``paper`` by default, ``pld`` the tightest
+    -- or ``data_dependent``, the official code's rule), the steps taken, ε under every ledger
+    at those steps, both protocols and the paper's ``tab:image`` value: how much of the gap to
+    the paper comes from the stopping rule. Only the sound runs are (ε, δ)-DP at their budget.
+    A ``data_dependent`` run's step count depends on the data, so its ledgers at those steps
+    are only a lower bound; ``cap_<ledger>`` is its guarantee, ε at the rule's cap
+    (``methods.gpate.epsilon_at_cap``)."""
+    from .methods.gpate import GPATEConfig, epsilon_at_cap
+
     paper = paper_table("tab_image.csv", "G-PATE")
     rows = []
     for s in committed_runs(root, method="gpate"):
         if s["profile"] != "paper" or s.get("acc_paper") is None:
             continue
         rec = json.loads((Path(s["run_dir"]) / "run.json").read_text())
+        cfg = GPATEConfig.from_dict(rec["config"])
+        if not run_matches(s, "gpate", {"stop_on": cfg.stop_on, "conversion": cfg.conversion}):
+            continue  # another variant (teachers, sigma, ...): not the stopping rule's effect
         sel = paper[(paper["dataset"] == s["dataset"])
                     & (pd.to_numeric(paper["epsilon"]) == s["epsilon"])]
+        cap = (epsilon_at_cap(cfg, rec["batch"]) if cfg.stop_on == "data_dependent"
+               else {})
         rows.append({"config": s["config"], "folder": Path(s["run_dir"]).name,
-                     "stop": ("data_dependent" if rec["config"].get("stop_on") ==
-                              "data_dependent" else
-                              f"sound ({rec['config'].get('conversion', 'paper')})"),
+                     "seed": s["seed"],
+                     "stop": ("data_dependent" if cfg.stop_on == "data_dependent"
+                              else f"sound ({cfg.conversion})"),
                      "steps": s["steps"],
                      **{f"eps_{k}": v for k, v in s["epsilon_spent"].items()},
+                     **{f"cap_{k}": cap.get(k) for k in ("rdp", "pld")},
                      "paper": float(sel["value"].iloc[0]) if len(sel) else None,
                      "ours": s["acc_paper"], "ours_clean": s["acc_clean"],
                      "eval_epochs": s["eval_epochs"]})
     return pd.DataFrame(rows)
 
 
+def stopping_rule_paragraph(table: pd.DataFrame) -> str:
+    """T1's sentences on :func:`stopping_rule_table`: each run of another stopping rule
+    against the default sound stop (paper ledger) of the same config and seed, with which of
+    its numbers is a DP guarantee; configs lacking that baseline are named."""
+    if table.empty:
+        return "No paper-scale G-PATE run is committed yet."
+
+    def num(v: Any) -> str:
+        return "n/a" if v is None or v != v else f"{v:.4g}"
+
+    lines, lacking = [], []
+    for (config, seed), g in table.groupby(["config", "seed"], sort=True):
+        base = g[g["stop"] == "sound (paper)"]
+        others = g[g["stop"] != "sound (paper)"]
+        if others.empty:
+            continue
+        if base.empty:
+            lacking.append(f"{config} (seed {seed})")
+            continue
+        b = base.iloc[0]
+        for r in others.itertuples():
+            dp = ("a DP guarantee at the budget" if r.stop.startswith("sound") else
+                  f"not DP at the budget: its steps depend on the data, so ε = "
+                  f"{num(getattr(r, 'eps_rdp', None))} (RDP) and "
+                  f"{num(getattr(r, 'eps_pld', None))} (PLD) at those steps is only a lower "
+                  f"bound, and its guarantee is ε at the rule's cap: "
+                  f"{num(getattr(r, 'cap_rdp', None))} (RDP), "
+                  f"{num(getattr(r, 'cap_pld', None))} (PLD)")
+            lines.append(f"{config} (seed {seed}), stopped by {r.stop}: {r.steps} steps against "
+                         f"{b.steps}, {num(r.ours)} against {num(b.ours)} (paper "
+                         f"{num(r.paper)}); {dp}")
+    text = ("; ".join(lines) + ".") if lines else (
+        "No run of another stopping rule has its default sound-stop run beside it yet.")
+    if lacking:
+        text += (" Without a default sound-stop run to compare with: " + ", ".join(lacking)
+                 + ".")
+    return text
+
+
 def gpate_ledger_steps(profile: str = "paper") -> pd.DataFrame:
     """Per G-PATE config: the generator steps each sound, data-independent ledger lets a run
-    take before ε reaches the budget (``stop_on="sound"`` with that ``conversion``; each step
-    answers B queries of the composed Gaussian mechanism, ``methods.gpate``), and the official
-    cap ``max_steps`` that bounds its data-dependent stopping rule -- computed from the
-    configs and the accountant alone, no training."""
+    take before ε reaches the budget (``methods.gpate.sound_steps``: ``stop_on="sound"`` with
+    that ``conversion``; each step answers B queries of the composed Gaussian mechanism), the
+    official cap ``max_steps`` that bounds its data-dependent stopping rule, and ε at that cap
+    (``cap_<ledger>``: the guarantee of a run stopped by that rule) -- from the configs and the
+    accountant alone, no training."""
     from .data import load_dataset
-    from .methods.gpate import gpate_noise_multiplier
-    from .privacy.gaussian import gaussian_max_queries
+    from .methods.gpate import epsilon_at_cap, sound_steps
+    from .privacy.gaussian import gpate_noise_multiplier
 
     rows = []
     for config in available_configs("gpate"):
         cfg = load_config(config, profile, method="gpate")
         if data_status(cfg.dataset):  # the training set size needs the data
             continue
-        n_train = cfg.train_limit or len(load_dataset(cfg.dataset).y_train)
-        batch = min(cfg.batch_cap, n_train // cfg.teachers)  # as datalens.DataLens
-        z = gpate_noise_multiplier(cfg.sigma_thresh, cfg.sigma_vote, cfg.proj_dim)
+        n = len(load_dataset(cfg.dataset).y_train)
+        n = min(n, cfg.train_limit) if cfg.train_limit is not None else n
+        batch = min(cfg.batch_cap, n // cfg.teachers)  # as datalens.DataLens
+        cap = epsilon_at_cap(cfg, batch) if cfg.max_steps is not None else {}
         rows.append({"config": config, "teachers": cfg.teachers, "batch": batch,
-                     "noise_multiplier": z,
-                     **{f"steps_{c}": gaussian_max_queries(cfg.epsilon, z, cfg.delta, c) // batch
-                        for c in ("paper", "rdp", "pld")},
-                     "official_max_steps": cfg.max_steps})
+                     "noise_multiplier": gpate_noise_multiplier(cfg.sigma_thresh,
+                                                                cfg.sigma_vote, cfg.proj_dim),
+                     **{f"steps_{c}": sound_steps(cfg, batch, c) for c in ("paper", "rdp", "pld")},
+                     "official_max_steps": cfg.max_steps,
+                     **{f"cap_{c}": cap.get(c) for c in ("rdp", "pld")}})
     return pd.DataFrame(rows)
 
 

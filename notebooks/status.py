@@ -43,7 +43,7 @@ display(Markdown(
     f"are reproduced at paper scale. An artifact *agrees* when the median |ours − paper| "
     f"over its paper-scale cells is at most {tolerance:g}: one fixed tolerance for every "
     f"artifact, since most GAN cells have a single paper-scale seed (the DP-SGD cells have "
-    f"five: their notebooks give the seed spread)."))
+    f"several: their notebooks give the seed spread)."))
 display(HTML(status.to_html(table)))
 
 # %% [markdown]

@@ -204,32 +204,22 @@ methods[["method", "dataset", "epsilon", "paper", "profile", "ours", "difference
 # ε is computed from the votes themselves, so publishing it (and stopping on it) is not a DP
 # release. Our G-PATE cells stop on a sound, data-independent ledger: the `paper` conversion
 # by default (the loosest), or the tighter PLD one (`conversion = pld`, a variant run). Every
-# committed paper-scale G-PATE run is listed with the ledger that stopped it (*stop*), so the
-# effect of the stopping rule on the gap to the paper can be read off directly.
+# committed paper-scale G-PATE run that differs from its config only in the stopping rule is
+# listed with the ledger that stopped it (*stop*), so the effect of the stopping rule on the
+# gap to the paper can be read off directly. For a run of the official rule, `eps_*` are the
+# ledgers at the steps it took (a lower bound on what it spent) and `cap_*` its guarantee.
 
 # %%
 stops = book.stopping_rule_table()
 if len(stops):
     display(stops.round(4))
-    lines = []
-    for config, g in stops.groupby("config"):
-        by = {r.stop: r for r in g.itertuples()}
-        base = by.get("sound (paper)")
-        for stop, r in by.items():
-            if base is None or r is base:
-                continue
-            dp = ("a DP guarantee at the budget" if stop.startswith("sound") else
-                  f"not DP: its data-independent ledgers say it spent ε = {r.eps_rdp:.3g} "
-                  f"(RDP) and {r.eps_pld:.3g} (PLD)")
-            lines.append(f"{config}, stopped by {stop}: {r.steps} steps against {base.steps}, "
-                         f"{r.ours:.4f} against {base.ours:.4f} (paper {r.paper:.4f}); {dp}")
-    display(Markdown(("; ".join(lines) + ".") if lines else
-                     "No configuration has a variant beside its default stop committed "
-                     "yet."))
+display(Markdown(book.stopping_rule_paragraph(stops)))
 
 # %% [markdown]
 # How many generator steps each sound ledger allows, from the configs and the accountant alone
-# (no training): a stop on the tightest one (PLD) is still a DP guarantee at the budget.
+# (no training): a stop on the tightest one (PLD) is still a DP guarantee at the budget. The
+# official rule stops on its data-dependent ε, so the number of steps it takes depends on the
+# data; its only guarantee is ε at its cap of `max_steps` steps (`cap_rdp`, `cap_pld`).
 
 # %%
 allowed = book.gpate_ledger_steps()
@@ -237,8 +227,9 @@ if len(allowed):
     display(allowed.round(3))
     display(Markdown("; ".join(
         f"{r.config}: {r.steps_paper} steps under the paper ledger, {r.steps_rdp} under RDP, "
-        f"{r.steps_pld} under PLD (the official rule stops on its data-dependent ε, at most "
-        f"{r.official_max_steps} steps)" for r in allowed.itertuples()) + "."))
+        f"{r.steps_pld} under PLD; the official rule takes at most {r.official_max_steps}, "
+        f"where ε = {r.cap_rdp:.3g} (RDP), {r.cap_pld:.3g} (PLD)"
+        for r in allowed.itertuples()) + "."))
 
 # %% [markdown]
 # ## Non-private reference

@@ -390,6 +390,7 @@ def test_stopping_rule_table_labels_each_runs_stopping_ledger(tmp_path):
     run("paper", 0.38, stop_on="sound")
     run("paper-official-stop", 0.53, stop_on="data_dependent")
     run("paper-pld-stop", 0.5, stop_on="sound", conversion="pld")
+    run("paper-teachers2000", 0.45, stop_on="sound", teachers=2000)  # not a stopping variant
     run("cpu", 0.2, profile="cpu")
     t = book.stopping_rule_table(tmp_path).set_index("folder")
     assert sorted(t.index) == ["paper", "paper-official-stop", "paper-pld-stop"]
@@ -399,19 +400,54 @@ def test_stopping_rule_table_labels_each_runs_stopping_ledger(tmp_path):
     assert t.loc["paper-pld-stop", "ours"] == 0.5 and t.loc["paper", "ours_clean"] == 0.19
     assert (t["paper"] == 0.581).all()  # tab:image's G-PATE MNIST eps = 1
     assert {"eps_paper", "eps_rdp", "eps_pld", "eps_data_dependent"} <= set(t.columns)
+    # the official rule's guarantee is at its cap (1000 steps), far above its budget of 1
+    off = t.loc["paper-official-stop"]
+    assert off["cap_pld"] > 2 * off["eps_pld"] and off["cap_rdp"] > off["cap_pld"] > 1
+    assert t.loc["paper", "cap_pld"] != t.loc["paper", "cap_pld"]  # none for a sound stop
+    text = book.stopping_rule_paragraph(t.reset_index())
+    assert "stopped by data_dependent: 131 steps against 131" in text  # (the copied record)
+    assert "not DP at the budget" in text and "only a lower bound" in text
+    assert f"{off['cap_pld']:.4g} (PLD)" in text
+    assert "stopped by sound (pld)" in text and "a DP guarantee at the budget" in text
+    assert "Without a default" not in text
+    # a config whose runs lack the default sound stop is named, not passed over
+    no_base = t.reset_index()
+    no_base = no_base[no_base["stop"] != "sound (paper)"]
+    text = book.stopping_rule_paragraph(no_base)
+    assert "Without a default sound-stop run to compare with: mnist-eps1 (seed" in text
+    assert "stopped by" not in text
+
+
+def test_a_gpate_record_older_than_a_config_field_takes_its_default(tmp_path):
+    """run_matches fills keys a record predates with the config class's defaults: a record
+    without ``stop_on`` is a sound-stop run, never the official-stop cell."""
+    committed = Path(__file__).resolve().parents[1] / "data" / "results" / "gpate"
+    rec = json.loads((committed / "mnist-eps1" / "paper" / "run.json").read_text())
+    d = tmp_path / "gpate" / "mnist-eps1" / "paper"
+    d.mkdir(parents=True)
+    old = {k: v for k, v in rec["config"].items() if k != "stop_on"}
+    (d / "run.json").write_text(json.dumps({**rec, "config": old}))
+    (d / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": 0.3, "clean": 0.3}))
+    assert len(book.committed_setting("gpate", "mnist-eps1", {"stop_on": "sound"},
+                                      tmp_path)) == 1
+    assert book.committed_setting("gpate", "mnist-eps1", {"stop_on": "data_dependent"},
+                                  tmp_path) == []
 
 
 def test_gpate_ledger_steps_match_the_committed_sound_run():
     """The steps each sound ledger allows, computed without training, equal what the
     committed paper run of MNIST eps = 1 (stopped on the paper ledger) took; the tighter
     ledgers allow more, PLD the most; the official run's steps stay under its cap."""
+    if book.data_status("mnist"):
+        pytest.skip("needs MNIST (the training set size sets the batch)")
     t = book.gpate_ledger_steps().set_index("config")
     committed = Path(__file__).resolve().parents[1] / "data" / "results" / "gpate"
     rec = json.loads((committed / "mnist-eps1" / "paper" / "run.json").read_text())
     assert rec["config"]["conversion"] == "paper" and rec["config"]["stop_on"] == "sound"
     row = t.loc["mnist-eps1"]
     assert row["steps_paper"] == rec["steps"] == 131
-    assert row["batch"] == 15 and t.loc["mnist-eps10", "batch"] == 30
+    assert row["batch"] == rec["batch"] == 15 and t.loc["mnist-eps10", "batch"] == 30
     assert row["steps_paper"] < row["steps_rdp"] < row["steps_pld"]
+    # the guarantee of the official rule: eps at its cap, with the record's own ledger
     off = json.loads((committed / "mnist-eps1" / "paper-official-stop" / "run.json").read_text())
-    assert off["steps"] <= row["official_max_steps"]
+    assert row["cap_pld"] > off["epsilon"]["pld"] and row["official_max_steps"] == 1000

@@ -55,6 +55,7 @@ from ..datalens import DataLens, student_loss
 from ..privacy.gaussian import (
     GaussianQueryAccountant,
     GPATEDataDependentLedger,
+    gaussian_epsilon,
     gaussian_max_queries,
     gpate_noise_multiplier,
 )
@@ -130,6 +131,43 @@ class GPATEConfig:
         return config_from_dict(cls, d, "G-PATE ")
 
 
+def sound_steps(cfg: GPATEConfig, batch: int, conversion: str | None = None) -> int:
+    """Generator steps a sound stop allows (``stop_on="sound"``): the most steps of ``batch``
+    queries whose ε under the data-independent ledger ``conversion`` (default: the config's)
+    stays within the budget, capped by ``max_steps``. No training: the ledger is
+    data-independent."""
+    z = gpate_noise_multiplier(cfg.sigma_thresh, cfg.sigma_vote, cfg.proj_dim)
+    steps = gaussian_max_queries(cfg.epsilon, z, cfg.delta, conversion or cfg.conversion) // batch
+    return steps if cfg.max_steps is None else min(steps, cfg.max_steps)
+
+
+def epsilon_at_cap(cfg: GPATEConfig, batch: int) -> dict[str, float]:
+    """ε under each data-independent ledger after ``max_steps`` steps of ``batch`` queries.
+
+    The official stopping rule (``stop_on="data_dependent"``) picks the number of steps from
+    the votes, so the ledgers' ε at the steps a run took is no guarantee (a lower bound on
+    what it spent); every run of that rule stops by ``max_steps``, so ε there is one."""
+    if cfg.max_steps is None:
+        raise ValueError("epsilon_at_cap needs max_steps (the data-dependent rule's cap)")
+    z = gpate_noise_multiplier(cfg.sigma_thresh, cfg.sigma_vote, cfg.proj_dim)
+    return {c: gaussian_epsilon(cfg.max_steps * batch, z, cfg.delta, c)
+            for c in ("paper", "rdp", "pld")}
+
+
+def dp_guarantee(cfg: GPATEConfig, batch: int) -> str:
+    """Which of a G-PATE run's numbers is its DP guarantee (the run record's and the book's
+    one home for that sentence)."""
+    dd = ("data_dependent (the official code's ledger, Papernot et al. 2018 Thm. 6 on the "
+          "clean counts) is not a DP release")
+    if cfg.stop_on == "sound":
+        return f"epsilon under paper, rdp and pld (data-independent); {dd}"
+    cap = epsilon_at_cap(cfg, batch)
+    return ("the official stopping rule chose the number of steps from the votes, so the "
+            "data-independent ledgers at the steps taken are not a guarantee (only a lower "
+            f"bound); the guarantee is their value at the cap of {cfg.max_steps} steps: "
+            + ", ".join(f"{c} {v:.4g}" for c, v in cap.items()) + f"; {dd}")
+
+
 class GPATE(DataLens):
     """G-PATE as a harness method (see module doc): DataLens's ensemble and generator loop
     with G-PATE's partition, aggregator and ledger."""
@@ -167,9 +205,7 @@ class GPATE(DataLens):
     def total_steps(self) -> int:
         if self.cfg.stop_on == "data_dependent":
             return self.cfg.max_steps
-        steps = gaussian_max_queries(self.cfg.epsilon, self.acc.z, self.cfg.delta,
-                                     self.cfg.conversion) // self.batch
-        return steps if self.cfg.max_steps is None else min(steps, self.cfg.max_steps)
+        return sound_steps(self.cfg, self.batch)
 
     def can_step(self) -> bool:
         if self.cfg.stop_on == "sound":
@@ -230,8 +266,6 @@ class GPATE(DataLens):
                 "event": f"SelfComposedDpEvent(GaussianDpEvent({self.acc.z!r}), "
                          f"{self.acc.queries})",
                 "neighbouring": NEIGHBOURING["shuffled"],
-                "dp_guarantee": "epsilon under paper, rdp and pld (data-independent); "
-                                "data_dependent (the official code's ledger, Papernot et al. "
-                                "2018 Thm. 6 on the clean counts) is not a DP release",
+                "dp_guarantee": dp_guarantee(cfg, self.batch),
             },
         }
