@@ -20,20 +20,10 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime
-import time
 import warnings
 
 import torch
-
-
-def _best(f, reps: int) -> float:
-    f()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from bench_dpsgd import _best  # (run as a script: benchmarks/ is on the path)
 
 
 def _per_example(m):
