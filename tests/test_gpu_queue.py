@@ -244,8 +244,10 @@ def test_dpsgd_lanes_run_beside_the_trainings_and_bring_searches_whole(queue_dir
     _commit(queue_dir, f"{base}/control-layer-k0.8-eps1-topagg/paper", "seed0.json",
             "summary.json")
     _commit(queue_dir, f"{base}/normtopk-k0.7-eps0.5/search", "search.json", "point0.json")
-    rc, log, _, _ = _run(queue_dir, seconds=30, GPU_QUEUE_DPSGD_LANES="2",
-                         FAKE_TRAIN_SLEEP="2")
+    # trainings of 3 s: the six G-PATE cells outlast the lanes' start (one import) by far,
+    # even on a loaded machine
+    rc, log, _, _ = _run(queue_dir, seconds=40, GPU_QUEUE_DPSGD_LANES="2",
+                         FAKE_TRAIN_SLEEP="3")
     assert rc == 0, log[-2000:]
     files = {f for names in _tars(queue_dir / "out").values() for f in names}
     cell = f"{base}/normtopk-k0.6-eps0.5"
