@@ -287,6 +287,8 @@ DPSGD_ITEMS=(
   "control 0.8 1 layer"
   "cell gmdp 1 0.05 5" "cell normtopk 0.6 0.05 5" "cell normtopk 0.7 0.05 5"
   "cell normtopk 0.8 0.05 5"
+  "cell normtopk 0.6 0.05 5 layer" "cell normtopk 0.7 0.05 5 layer"
+  "cell normtopk 0.8 0.05 5 layer"
   "cell gmdp 1 inf 5" "cell normtopk 0.6 inf 5" "cell normtopk 0.7 inf 5"
   "cell normtopk 0.8 inf 5"
   "cell dimtopk 0.2 0.05 5" "cell dimtopk 0.4 0.05 5" "cell dimtopk 0.6 0.05 5"
