@@ -68,7 +68,9 @@ def _summary(run_dir: Path, rec: dict[str, Any], ev: dict[str, Any] | None) -> d
            "hardware": rec["hardware"], "history": rec["history"], "git_sha": rec["git_sha"],
            "dp_guarantee": rec.get("privacy", {}).get("dp_guarantee") or (
                _DATALENS_GUARANTEE if rec.get("method", "datalens") == "datalens" else None)}
-    if out["method"] == "gpate":  # one home for the sentence; older records hold an older one
+    if out["method"] == "gpate" and cfg.get("stop_on") == "data_dependent":
+        # records of the official stopping rule written before methods.gpate.dp_guarantee
+        # named the ledgers at the steps taken as the guarantee: one home for the sentence
         from .methods.gpate import GPATEConfig, dp_guarantee
 
         out["dp_guarantee"] = dp_guarantee(GPATEConfig.from_dict(cfg), rec["batch"])

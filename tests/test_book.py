@@ -364,6 +364,10 @@ def test_the_methods_table_shows_only_runs_of_the_asked_stopping_rule(tmp_path):
     assert [Path(s["run_dir"]).name for s in sound] == ["paper"]
     dd = book.committed_setting("gpate", "mnist-eps1", {"stop_on": "data_dependent"}, tmp_path)
     assert [Path(s["run_dir"]).name for s in dd] == ["paper-official-stop"]
+    # its record (written before methods.gpate.dp_guarantee) named the ledgers at the steps
+    # taken as its guarantee; the book shows the one at the rule's cap instead
+    assert "cap of 1000 steps" in dd[0]["dp_guarantee"]
+    assert "cap" not in sound[0]["dp_guarantee"]
     assert len(book.committed_setting("gpate", "mnist-eps1", None, tmp_path)) == 1  # config's
     run("cpu", 0.3, profile="cpu")
     assert "cpu" in [Path(s["run_dir"]).name for s in book.committed_setting(
