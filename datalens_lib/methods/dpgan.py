@@ -31,7 +31,7 @@ How the clipped sum is computed (the same sum, up to the order of float addition
   parameters, from activations and backprops alone, without the [B x 2,068 x 256] per-example
   gradient -- and a second backward of sum_i min(1, C / |g_i|) l_i (hooks off) gives the
   clipped sum; ``DPOptimizerFastGradientClipping`` then adds the noise and divides by B.
-  Measured here (one thread, B = 64): 0.045 s against 0.21 s for the per-example gradients;
+  Its speed against the per-example gradients: ``benchmarks/bench_dpgan.py`` and its record;
 * ``clip_fake`` on: per-example gradients (``GradSampleModule``, ``DPOptimizer``). Ghost
   clipping cannot pair two passes: Opacus keeps one norm per layer and pass (the last pass's
   replaces the first's), while the pair's norm needs |g_real + g_fake|, which Opacus's
