@@ -312,34 +312,37 @@ def _cmd_dpsgd(args: argparse.Namespace) -> int:
         key, _, val = kv.partition("=")
         over[key] = _parse_value(val)  # as `train --set`: JSON, else the plain string
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    if args.control:
-        from .dpsgd.train import run_control
-
-        try:
-            res = run_control(args.dataset, float(args.epsilon), args.k, args.profile,
-                              seeds=seeds, out=args.out, progress=not args.quiet,
-                              device=args.device, **over)
-        except (ValueError, TypeError, FileNotFoundError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        for name, summ in res.items():
-            print(f"{name:12s} final {summ['final']['mean']:.4f} ± "
-                  f"{summ['final']['std'] or 0:.4f} ({summ['folder']})")
-        return 0
     try:
         if args.validation is not None and not args.search:
             raise ValueError("--validation sets the held-out split of --search; give --search")
         if args.search:  # issue 13: the clean-protocol search, then the seeds with its choice
-            from .dpsgd.train import run_search, searched_hyperparameters
+            from .dpsgd.train import run_search, searched_budgets, searched_hyperparameters
 
-            found = run_search(args.dataset, float(args.epsilon), args.method, args.k,
-                               args.profile, out=Path(args.search),
-                               validation=args.validation or 10_000,
-                               progress=not args.quiet, device=args.device, **over)
-            v, t = found["selected_validation"], found["selected_test"]
-            print(f"search ({len(found['grid'])} points, {found['validation']} held out): "
-                  f"validation picks point {v['point']}, test would pick point {t['point']}")
-            over = {**searched_hyperparameters(found), **over}
+            # tab:control runs every scenario with TopAgg's setting: the search is TopAgg's
+            method = "normtopk" if args.control else args.method
+            if float(args.epsilon) in searched_budgets(args.dataset):
+                print(f"tab:dpsgd-search gives eps = {args.epsilon}'s hyper-parameters: its "
+                      f"row is used, nothing is searched")
+            else:
+                found = run_search(args.dataset, float(args.epsilon), method, args.k,
+                                   args.profile, out=Path(args.search),
+                                   validation=args.validation or 10_000,
+                                   progress=not args.quiet, device=args.device, **over)
+                v, t = found["selected_validation"], found["selected_test"]
+                print(f"search ({len(found['grid'])} points, {found['validation']} held out): "
+                      f"validation picks point {v['point']}, test would pick point "
+                      f"{t['point']}")
+                over = {**searched_hyperparameters(found), **over}
+        if args.control:
+            from .dpsgd.train import run_control
+
+            res = run_control(args.dataset, float(args.epsilon), args.k, args.profile,
+                              seeds=seeds, out=args.out, progress=not args.quiet,
+                              device=args.device, **over)
+            for name, summ in res.items():
+                print(f"{name:12s} final {summ['final']['mean']:.4f} ± "
+                      f"{summ['final']['std'] or 0:.4f} ({summ['folder']})")
+            return 0
         summ = run_cell(args.dataset, float(args.epsilon), args.method, args.k, args.profile,
                         seeds=seeds, out=args.out, progress=not args.quiet,
                         device=args.device, **over)
@@ -578,7 +581,9 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument("--search", default=None, metavar="DIR",
                     help="first search the grid spanned by tab:dpsgd-search's neighbouring "
                     "budgets on a held-out validation split (records in DIR, resumable), then "
-                    "train the seeds with the validation choice")
+                    "train the seeds with the validation choice (with --control: TopAgg's "
+                    "cell is searched and all five scenarios use its choice; a budget "
+                    "tab:dpsgd-search gives is not searched)")
     dp.add_argument("--validation", type=int, default=None,
                     help="records held out for --search (default 10000)")
     dp.add_argument("--control", action="store_true",

@@ -77,14 +77,35 @@ JOBS=(
   # tab:dpsgd-ablation: dimension-based top-k at eps 0.05 and 0.2 (eps 0.1 is searched, below)
   "dpsgd dimtopk 0.2 0.05 5" "dpsgd dimtopk 0.4 0.05 5" "dpsgd dimtopk 0.6 0.05 5"
   "dpsgd dimtopk 0.2 0.2 5" "dpsgd dimtopk 0.4 0.2 5" "dpsgd dimtopk 0.6 0.2 5"
+  # 2026-11-27 (no GPU lent): every cell issue 13 still needs first, ahead of issue 10 and 12's
+  # CPU jobs, so that the issue can close on this CPU within a few sessions
+  # eps = inf: clipping and compression, no noise, the eps = 1 settings and steps
+  "dpsgd gmdp 1 inf 5" "dpsgd normtopk 0.6 inf 5" "dpsgd normtopk 0.7 inf 5"
+  "dpsgd normtopk 0.8 inf 5"
+  # issue 13: the budgets tab:dpsgd-search lacks, each after a clean search (held-out 10k;
+  # 4-16 grid points, one seed each)
+  # (cheapest budgets first)
+  "dpsgd-search gmdp 1 0.1 5" "dpsgd-search normtopk 0.7 0.1 5"
+  "dpsgd-search normtopk 0.6 0.1 5" "dpsgd-search normtopk 0.8 0.1 5"
+  # tab:control at the paper's second budget, with TopAgg k = 0.8's searched setting
+  "dpsgd-control 0.8 0.1 5"
+  # tab:dpsgd-ablation at the searched eps = 0.1
+  "dpsgd-search dimtopk 0.2 0.1 5" "dpsgd-search dimtopk 0.4 0.1 5"
+  "dpsgd-search dimtopk 0.6 0.1 5"
+  "dpsgd-search gmdp 1 0.3 5" "dpsgd-search normtopk 0.7 0.3 5"
+  "dpsgd-search normtopk 0.6 0.3 5" "dpsgd-search normtopk 0.8 0.3 5"
+  "dpsgd-search gmdp 1 0.5 5" "dpsgd-search normtopk 0.7 0.5 5"
+  "dpsgd-search normtopk 0.6 0.5 5" "dpsgd-search normtopk 0.8 0.5 5"
+  "dpsgd-search gmdp 1 0.7 5" "dpsgd-search normtopk 0.7 0.7 5"
+  "dpsgd-search normtopk 0.6 0.7 5" "dpsgd-search normtopk 0.8 0.7 5"
+  # issue 13's offline extra (ours, not the paper's): Fashion-MNIST at eps = 1, MNIST settings
+  "dpsgd gmdp 1 1.0 5 fashion-mnist" "dpsgd normtopk 0.6 1.0 5 fashion-mnist"
+  "dpsgd normtopk 0.7 1.0 5 fashion-mnist" "dpsgd normtopk 0.8 1.0 5 fashion-mnist"
   # tab:control at the k whose eps = 1 cell fell 6 points under GM-DP on an H200 (2026-11-27)
   "dpsgd-control 0.6 1 5"
   # ours: the same cell with top-k within each layer (300 noiseless steps, one seed: flat 0.81,
   # per layer 0.91)
   "dpsgd normtopk 0.6 1.0 5 mnist layer"
-  # eps = inf: clipping and compression, no noise, the eps = 1 settings and steps
-  "dpsgd gmdp 1 inf 5" "dpsgd normtopk 0.6 inf 5" "dpsgd normtopk 0.7 inf 5"
-  "dpsgd normtopk 0.8 inf 5"
   "datalens mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
   "datalens fashion-mnist-eps1 paper-cpu-d2pfed-paper 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-paper"
   "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
@@ -114,23 +135,6 @@ JOBS=(
   "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-coded"
   # issue 12, item 4: the paper text's eps = 10 settings (k = 350, sigma = 900; 118 steps)
   "datalens mnist-eps10 paper-cpu-text-k350-s900 30 moment_dtype=bfloat16 chunk=12 k=350 sigma=900"
-  "dpsgd-control 0.8 0.1 5"
-  # issue 13: the budgets tab:dpsgd-search lacks, each after a clean search (held-out 10k;
-  # 4-16 grid points, one seed each)
-  "dpsgd-search gmdp 1 0.5 5" "dpsgd-search normtopk 0.7 0.5 5"
-  "dpsgd-search normtopk 0.6 0.5 5" "dpsgd-search normtopk 0.8 0.5 5"
-  "dpsgd-search gmdp 1 0.1 5" "dpsgd-search normtopk 0.7 0.1 5"
-  "dpsgd-search normtopk 0.6 0.1 5" "dpsgd-search normtopk 0.8 0.1 5"
-  "dpsgd-search gmdp 1 0.3 5" "dpsgd-search normtopk 0.7 0.3 5"
-  "dpsgd-search normtopk 0.6 0.3 5" "dpsgd-search normtopk 0.8 0.3 5"
-  "dpsgd-search gmdp 1 0.7 5" "dpsgd-search normtopk 0.7 0.7 5"
-  "dpsgd-search normtopk 0.6 0.7 5" "dpsgd-search normtopk 0.8 0.7 5"
-  # tab:dpsgd-ablation at the searched eps = 0.1
-  "dpsgd-search dimtopk 0.2 0.1 5" "dpsgd-search dimtopk 0.4 0.1 5"
-  "dpsgd-search dimtopk 0.6 0.1 5"
-  # issue 13's offline extra (ours, not the paper's): Fashion-MNIST at eps = 1, MNIST settings
-  "dpsgd gmdp 1 1.0 5 fashion-mnist" "dpsgd normtopk 0.6 1.0 5 fashion-mnist"
-  "dpsgd normtopk 0.7 1.0 5 fashion-mnist" "dpsgd normtopk 0.8 1.0 5 fashion-mnist"
   # issue 12: tab:hyperparam (T4) and tab:components (T7) on MNIST; beta = 0 is also T7's
   # "no thresholding"; k = 784 is "no top-k" (4x the sensitivity: ~21 steps)
   "datalens mnist-eps1 paper-cpu-k784 30 moment_dtype=bfloat16 chunk=12 k=784"
@@ -199,8 +203,13 @@ run_control() {  # dpsgd-control K EPS SEEDS [SCOPE]: the five tab:control scena
     echo "[queue] dpsgd control ${tag}k=$k eps=$eps: already committed, skipped"; return
   fi
   echo "[queue] dpsgd control ${tag}k=$k eps=$eps: $seeds seeds per scenario"
+  # every scenario takes TopAgg's setting: at a budget tab:dpsgd-search lacks, the one its
+  # clean search chose (the search job of that cell ran it first; it is reused here)
+  local search
+  search=runs/queue/dpsgd/mnist/$(.venv/bin/python -c "from datalens_lib.dpsgd.train import \
+cell_name; print(cell_name('normtopk', float('$k'), float('$eps'), '$scope'))")/search
   "$DL" dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds "$seeds" \
-    --profile paper --out "$out" --set "scope=$scope" --quiet
+    --profile paper --out "$out" --set "scope=$scope" --search "$search" --quiet
   for d in "$out"/control-"$tag"k"$k"-eps"$eps"-*; do
     mkdir -p "$dest/$(basename "$d")/paper" && cp "$d"/*.json "$dest/$(basename "$d")/paper/"
   done

@@ -258,6 +258,23 @@ dpsgd_control() {  # k, eps [scope]: tab:control's five scenarios on MNIST, 5 se
     fi
   done
   ((${#missing[@]})) || return
+  # every scenario takes TopAgg's setting: at a budget tab:dpsgd-search lacks, the one chosen
+  # by TopAgg's clean search (its item, in the other lane, may still run: wait for it)
+  local topagg srel search
+  topagg=$($PY -c "from datalens_lib.dpsgd.train import cell_name; \
+print(cell_name('normtopk', float('$k'), float('$eps'), '$scope'))")
+  srel=data/results/dpsgd/mnist/$topagg/search search=runs/gpu/dpsgd/mnist/$topagg/search
+  if ! $PY -c "import sys; from datalens_lib.dpsgd.train import searched_budgets; \
+sys.exit(float('$eps') not in searched_budgets('mnist'))"; then
+    if [[ -f $srel/search.json ]]; then
+      mkdir -p "$search" && cp -n "$srel"/point*.json "$search/"
+    elif [[ -f $STAGE/$srel/search.json ]]; then
+      mkdir -p "$search" && cp -n "$STAGE/$srel"/point*.json "$search/"
+    elif [[ ! -f $search/search.json ]]; then
+      echo "[gpu-queue] dpsgd $name: skipped, TopAgg's search ($topagg) has not finished"
+      return
+    fi
+  fi
   need=$(estimate dpsgd 150)  # one scenario: each finished one comes back
   if (( $(left) < need )); then
     echo "[gpu-queue] dpsgd $name: skipped, $(left) s left < $need s"; return
@@ -265,7 +282,8 @@ dpsgd_control() {  # k, eps [scope]: tab:control's five scenarios on MNIST, 5 se
   echo "[gpu-queue] dpsgd $name: ${#missing[@]} scenarios to run, 5 seeds each ($(left) s left)"
   t0=$SECONDS
   run_job $DL dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds 5 \
-    --profile paper --out "$out" --device cuda --set "scope=$scope" --quiet 2>&1 | tail -5
+    --profile paper --out "$out" --device cuda --set "scope=$scope" --search "$search" \
+    --quiet 2>&1 | tail -5
   for s in "${missing[@]}"; do  # each missing scenario whose five seeds finished
     d=$out/$name-$s
     [[ -f $d/summary.json ]] || continue

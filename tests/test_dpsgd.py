@@ -883,3 +883,31 @@ def test_scope_table_puts_committed_per_layer_cells_beside_flat_and_gmdp(tmp_pat
     lone = t[t.k == 0.8].iloc[0]  # no flat or GM-DP cell at that budget: shown as missing
     assert lone.flat is None or math.isnan(lone.flat)
     assert lone.per_layer_minus_flat is None or math.isnan(lone.per_layer_minus_flat)
+
+
+@pytest.mark.usefixtures("real_mnist")
+def test_cli_control_takes_topaggs_searched_setting_at_an_unsearched_budget(tmp_path, capsys):
+    """``dpsgd --control --search DIR`` at a budget tab:dpsgd-search lacks searches TopAgg's
+    cell (normtopk, k) and runs every scenario with its validation choice; at a budget the
+    paper searched it takes the paper's row and searches nothing."""
+    args = ["dpsgd", "--control", "--k", "0.8", "--profile", "smoke", "--seeds", "1", "--quiet"]
+    assert cli.main([*args, "--epsilon", "0.5", "--out", str(tmp_path / "ctl"),
+                     "--search", str(tmp_path / "search")]) == 0
+    assert "validation picks point" in capsys.readouterr().out
+    search = json.loads((tmp_path / "search" / "search.json").read_text())
+    assert (search["method"], search["k"]) == ("normtopk", 0.8)
+    sel = search["selected_validation"]
+    recs = {p.parent.name: json.loads(p.read_text())
+            for p in (tmp_path / "ctl").glob("*/seed0.json")}
+    assert len(recs) == 5
+    for name, rec in recs.items():
+        src = rec["config"]["hyperparameter_source"]
+        assert src.startswith("validation grid search: point") and "; control:" in src, name
+        assert rec["config"]["max_grad_norm"] == sel["max_grad_norm"]
+        assert rec["config"]["lr"] == sel["lr"]
+    assert cli.main([*args, "--epsilon", "1.0", "--out", str(tmp_path / "ctl1"),
+                     "--search", str(tmp_path / "search1")]) == 0
+    assert "nothing is searched" in capsys.readouterr().out
+    assert not (tmp_path / "search1").exists()
+    rec = json.loads(next((tmp_path / "ctl1").glob("*topagg/seed0.json")).read_text())
+    assert rec["config"]["hyperparameter_source"].startswith("tab:dpsgd-search mnist eps=1")

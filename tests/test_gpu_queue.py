@@ -290,3 +290,29 @@ def test_dcgan_trains_resumably_and_the_ensembles_without_checkpoints(queue_dir:
     assert dc and all("--resume" in t and "--checkpoint-every 1" in t for t in dc)
     others = [t for t in trains if "/dcgan/" not in t]
     assert others and all("--checkpoint-every 0" in t and "--resume" not in t for t in others)
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_control_at_an_unsearched_budget_waits_for_topaggs_search(queue_dir: Path,
+                                                                 committed: bool):
+    """tab:control at eps = 0.1 (a budget tab:dpsgd-search lacks) runs its five scenarios with
+    TopAgg k = 0.8's searched setting: with that search committed, its points are handed to the
+    command's --search; without it (here: no search fits the time left), the control waits."""
+    base = "data/results/dpsgd/mnist"
+    if committed:
+        _commit(queue_dir, f"{base}/normtopk-k0.8-eps0.1/search", "search.json", "point0.json")
+    (queue_dir / "runs" / "gpu" / "dpsgd-search_seconds").write_text("100000\n")
+    rc, log, _, _ = _run(queue_dir, seconds=100, GPU_QUEUE_DPSGD_LANES="1")
+    assert rc == 0, log[-2000:]
+    files = {f for names in _tars(queue_dir / "out").values() for f in names}
+    ran = {f.split("/")[4] for f in files if "/control-k0.8-eps0.1-" in f}
+    calls = [c for c in (queue_dir / "eval.log.dpsgd").read_text().splitlines()
+             if "--control" in c and "--epsilon 0.1 " in c]
+    if committed:
+        assert len(ran) == 5, log[-3000:]
+        search = "runs/gpu/dpsgd/mnist/normtopk-k0.8-eps0.1/search"
+        assert len(calls) == 1 and f"--search {search} " in calls[0]
+        assert (queue_dir / search / "point0.json").exists()
+    else:
+        assert not ran and not calls
+        assert "TopAgg's search (normtopk-k0.8-eps0.1) has not finished" in log

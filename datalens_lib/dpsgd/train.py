@@ -165,6 +165,12 @@ def _search_rows(dataset: str) -> tuple[str, pd.DataFrame]:
     return searched, df
 
 
+def searched_budgets(dataset: str) -> list[float]:
+    """The budgets ε whose C, σ, B, lr ``tab:dpsgd-search`` gives for ``dataset`` (MNIST's for
+    Fashion-MNIST), ascending; every other budget takes the nearest row or a search."""
+    return sorted({float(e) for e in _search_rows(dataset)[1].epsilon})
+
+
 def paper_hyperparameters(dataset: str, epsilon: float, method: str, k: float
                           ) -> dict[str, Any]:
     """C, σ, B, lr of ``tab:dpsgd-search`` for this cell (nearest searched ε in log scale
@@ -172,7 +178,7 @@ def paper_hyperparameters(dataset: str, epsilon: float, method: str, k: float
     NormTopK row of the same k, or of k = 0.6 for k outside {0.6, 0.7, 0.8}). The returned
     ``hyperparameter_source`` says which row was taken."""
     searched, df = _search_rows(dataset)
-    eps_grid = sorted({float(e) for e in df.epsilon})
+    eps_grid = searched_budgets(dataset)
     # ties (0.1 sits halfway between 0.05 and 0.2 in log scale) go to the smaller budget
     near = min(eps_grid, key=lambda e: (round(abs(math.log(e) - math.log(epsilon)), 9), e))
     if method == "gmdp":
@@ -428,7 +434,7 @@ def search_grid(dataset: str, epsilon: float, method: str, k: float) -> list[dic
     if not math.isfinite(epsilon):
         raise ValueError("epsilon = inf trains without noise for a fixed number of steps: "
                          "there is nothing to search")
-    grid_eps = sorted({float(e) for e in _search_rows(dataset)[1].epsilon})
+    grid_eps = searched_budgets(dataset)
     below = [e for e in grid_eps if e <= epsilon]
     above = [e for e in grid_eps if e >= epsilon]
     brackets = sorted({below[-1] if below else above[0], above[0] if above else below[-1]})
