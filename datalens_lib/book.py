@@ -383,21 +383,18 @@ def gpate_ledger_steps(profile: str = "paper") -> pd.DataFrame:
     (``cap_<ledger>``: the guarantee of a run stopped by that rule) -- from the configs and the
     accountant alone, no training."""
     from .data import load_dataset
-    from .methods.gpate import epsilon_at_cap, sound_steps
-    from .privacy.gaussian import gpate_noise_multiplier
+    from .datalens import query_batch
+    from .methods.gpate import epsilon_at_cap, noise_multiplier, sound_steps
 
     rows = []
     for config in available_configs("gpate"):
         cfg = load_config(config, profile, method="gpate")
         if data_status(cfg.dataset):  # the training set size needs the data
             continue
-        n = len(load_dataset(cfg.dataset).y_train)
-        n = min(n, cfg.train_limit) if cfg.train_limit is not None else n
-        batch = min(cfg.batch_cap, n // cfg.teachers)  # as datalens.DataLens
+        batch = query_batch(cfg, len(load_dataset(cfg.dataset).y_train))
         cap = epsilon_at_cap(cfg, batch) if cfg.max_steps is not None else {}
         rows.append({"config": config, "teachers": cfg.teachers, "batch": batch,
-                     "noise_multiplier": gpate_noise_multiplier(cfg.sigma_thresh,
-                                                                cfg.sigma_vote, cfg.proj_dim),
+                     "noise_multiplier": noise_multiplier(cfg),
                      **{f"steps_{c}": sound_steps(cfg, batch, c) for c in ("paper", "rdp", "pld")},
                      "official_max_steps": cfg.max_steps,
                      **{f"cap_{c}": cap.get(c) for c in ("rdp", "pld")}})
@@ -492,13 +489,12 @@ def compression_ledgers(config: str, profile: str = "paper") -> pd.DataFrame:
     computed from the aggregators' own code, no training."""
     from .aggregation import AGGREGATORS, make_aggregator
     from .data import load_dataset
-    from .datalens import compressor_accountant, expected_steps
+    from .datalens import compressor_accountant, expected_steps, query_batch
     from .privacy import TopAggAccountant
 
     base = load_config(config, profile)
     d = get_spec(base.dataset).dim
-    n_train = base.train_limit or len(load_dataset(base.dataset).y_train)
-    batch = min(base.batch_cap, n_train // base.teachers)  # B, as in datalens.DataLens
+    batch = query_batch(base, len(load_dataset(base.dataset).y_train))
     rows = []
     for name in AGGREGATORS:
         cfg = base.with_overrides(aggregator=name)

@@ -163,6 +163,17 @@ class _State:
     elapsed: float = 0.0
 
 
+
+def query_batch(cfg: Any, n_records: int) -> int:
+    """B, the queries of one generator step (each teacher's batch): min(batch_cap,
+    floor(n / teachers)) over the n records a run of ``cfg`` trains on (its ``train_limit``
+    applied to the ``n_records`` of the training set), since the partitions give every
+    teacher floor(n / teachers) records. The one home of B for training and the ledgers the
+    book computes without training."""
+    n = n_records if cfg.train_limit is None else min(n_records, cfg.train_limit)
+    return min(cfg.batch_cap, n // cfg.teachers)
+
+
 class DataLens:
     """DataLens as a method of the shared harness (``methods.harness.Method``): a student
     generator trained with a teacher ensemble and TopAgg; see module doc."""
@@ -183,7 +194,7 @@ class DataLens:
         self.d = int(np.prod(self.shape))
         self.parts = torch.from_numpy(self._partition(y)).to(self.device)
         self.per_teacher = self.parts.shape[1]
-        self.batch = min(cfg.batch_cap, self.per_teacher)
+        self.batch = query_batch(cfg, len(ds.y_train))
         self.batches_per_epoch = self.per_teacher // self.batch
         # the private aggregator (G-PATE's harness method has its own, see methods.gpate)
         self.agg = make_aggregator(cfg) if isinstance(cfg, TrainConfig) else None

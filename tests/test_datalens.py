@@ -262,3 +262,18 @@ def test_official_teacher_slots_run_and_say_what_they_cost(tmp_path, mnist_dir):
     assert "init" in rec["note_init"]
     with pytest.raises(ValueError, match="adam_slots"):
         load_config("mnist-eps1", "smoke", adam_slots=3)  # 3 does not divide 10 teachers
+
+
+def test_query_batch_is_each_teachers_batch_over_the_records_trained_on():
+    """B = min(batch_cap, floor(n / teachers)) with ``train_limit`` applied as training applies
+    it (x[:train_limit]): a limit above n changes nothing (a ledger that read the limit as n
+    would count 30 queries per step instead of 15 here)."""
+    from datalens_lib.config import load_config
+    from datalens_lib.datalens import query_batch
+
+    cfg = load_config("mnist-eps1", "paper")
+    assert (cfg.teachers, cfg.batch_cap) == (4000, 30)
+    assert query_batch(cfg, 60_000) == 15
+    assert query_batch(cfg.with_overrides(train_limit=10**6), 60_000) == 15
+    assert query_batch(cfg.with_overrides(train_limit=40_000), 60_000) == 10
+    assert query_batch(cfg.with_overrides(teachers=1000), 60_000) == 30

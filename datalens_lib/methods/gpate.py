@@ -131,13 +131,20 @@ class GPATEConfig:
         return config_from_dict(cls, d, "G-PATE ")
 
 
+def noise_multiplier(cfg: GPATEConfig) -> float:
+    """The noise multiplier z of one query of the composed Gaussian mechanism (threshold
+    check and vote; ``privacy.gaussian.gpate_noise_multiplier``) at this config's σ1, σ2 and
+    projection dimension: what every ledger of a G-PATE run composes."""
+    return gpate_noise_multiplier(cfg.sigma_thresh, cfg.sigma_vote, cfg.proj_dim)
+
+
 def sound_steps(cfg: GPATEConfig, batch: int, conversion: str | None = None) -> int:
     """Generator steps a sound stop allows (``stop_on="sound"``): the most steps of ``batch``
     queries whose ε under the data-independent ledger ``conversion`` (default: the config's)
     stays within the budget, capped by ``max_steps``. No training: the ledger is
     data-independent."""
-    z = gpate_noise_multiplier(cfg.sigma_thresh, cfg.sigma_vote, cfg.proj_dim)
-    steps = gaussian_max_queries(cfg.epsilon, z, cfg.delta, conversion or cfg.conversion) // batch
+    steps = gaussian_max_queries(cfg.epsilon, noise_multiplier(cfg), cfg.delta,
+                                 conversion or cfg.conversion) // batch
     return steps if cfg.max_steps is None else min(steps, cfg.max_steps)
 
 
@@ -149,7 +156,7 @@ def epsilon_at_cap(cfg: GPATEConfig, batch: int) -> dict[str, float]:
     what it spent); every run of that rule stops by ``max_steps``, so ε there is one."""
     if cfg.max_steps is None:
         raise ValueError("epsilon_at_cap needs max_steps (the data-dependent rule's cap)")
-    z = gpate_noise_multiplier(cfg.sigma_thresh, cfg.sigma_vote, cfg.proj_dim)
+    z = noise_multiplier(cfg)
     return {c: gaussian_epsilon(cfg.max_steps * batch, z, cfg.delta, c)
             for c in ("paper", "rdp", "pld")}
 
@@ -179,9 +186,7 @@ class GPATE(DataLens):
         return shuffled_partition(len(y), self.cfg.teachers, self.seed)
 
     def _make_accountant(self) -> GaussianQueryAccountant:
-        c = self.cfg
-        return GaussianQueryAccountant(
-            gpate_noise_multiplier(c.sigma_thresh, c.sigma_vote, c.proj_dim), c.delta)
+        return GaussianQueryAccountant(noise_multiplier(self.cfg), self.cfg.delta)
 
     def _tracks_data_dependent(self) -> bool:
         return True
