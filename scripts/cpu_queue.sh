@@ -24,6 +24,12 @@
 # eps = 0.2, 0.4, 0.6, 0.8 (tab:lowdp; methods.harness) and evaluates each. (Edit this file
 # by writing a new one and renaming it over: a running bash keeps reading the file it started
 # from.)
+# DP-SGD jobs next to each other in JOBS run in CPU_QUEUE_DPSGD_LANES lanes (default 2), one
+# torch thread each, each lane taking the next job no lane has taken: on this 2-core machine
+# two 1-thread DP-SGD processes did 1.17x (TopAgg, B = 128 and 512) to 1.5x (GM-DP, B = 128)
+# the steps per second of one 2-thread process (2026-11-27). Every other job runs alone, with
+# every core, after the lanes have finished. CPU_QUEUE_JOBS (one job per line) replaces JOBS
+# (the tests' dry run).
 # G-PATE at the paper setting measured 240-295 s per step here (131 steps: ~9 h), against
 # 33-46 s for a DataLens step with the same teachers: its shuffled split gives every teacher
 # its own label sequence, so the exact per-teacher fakes (BatchNorm over the teacher's own
@@ -37,6 +43,8 @@ SELF="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/.."
 export DATALENS_DATA_DIR=${DATALENS_DATA_DIR:-$(cd .. && pwd)/shared/datasets}
 DL=${DL:-.venv/bin/datalens}
+LANES=${CPU_QUEUE_DPSGD_LANES:-2}
+LOCKS=runs/queue/locks  # flock files: the lanes' job counter, one per searched DP-SGD cell
 JOBS=(
   "datalens mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
   "datalens mnist-eps1 paper-cpu-bf16 30 moment_dtype=bfloat16 chunk=12 compute_dtype=bfloat16"
@@ -87,11 +95,12 @@ JOBS=(
   # (cheapest budgets first)
   "dpsgd-search gmdp 1 0.1 5" "dpsgd-search normtopk 0.7 0.1 5"
   "dpsgd-search normtopk 0.6 0.1 5" "dpsgd-search normtopk 0.8 0.1 5"
-  # tab:control at the paper's second budget, with TopAgg k = 0.8's searched setting
-  "dpsgd-control 0.8 0.1 5"
   # tab:dpsgd-ablation at the searched eps = 0.1
   "dpsgd-search dimtopk 0.2 0.1 5" "dpsgd-search dimtopk 0.4 0.1 5"
   "dpsgd-search dimtopk 0.6 0.1 5"
+  # tab:control at the paper's second budget, with TopAgg k = 0.8's searched setting (a few
+  # jobs after that search, so that the lanes rarely make it wait on the search's lock)
+  "dpsgd-control 0.8 0.1 5"
   "dpsgd-search gmdp 1 0.3 5" "dpsgd-search normtopk 0.7 0.3 5"
   "dpsgd-search normtopk 0.6 0.3 5" "dpsgd-search normtopk 0.8 0.3 5"
   "dpsgd-search gmdp 1 0.5 5" "dpsgd-search normtopk 0.7 0.5 5"
@@ -152,6 +161,7 @@ JOBS=(
   # teacher its own label sequence, so G-PATE's cost per step (~4-5x a DataLens step here)
   "datalens mnist-eps1 paper-cpu-shuffled 30 moment_dtype=bfloat16 chunk=12 partition=shuffled"
 )
+if [[ -n ${CPU_QUEUE_JOBS:-} ]]; then mapfile -t JOBS <<<"$CPU_QUEUE_JOBS"; fi
 
 run_dpsgd() {  # dpsgd METHOD K EPS SEEDS [DATASET [SCOPE]]: one tab:dpsgd cell (default MNIST,
   # flat; SCOPE layer: top-k within each parameter tensor, ours, a cell of its own name)
@@ -181,6 +191,8 @@ print(cell_name('$m', float('$k'), float('$eps')))")
       && (( $(ls "$dest"/paper/seed*.json | wc -l) >= seeds )); then
     echo "[queue] dpsgd $cell (searched): already committed, skipped"; return
   fi
+  # the control job at this budget reuses this search: it waits on the same lock
+  mkdir -p "$LOCKS" && exec {lock}>"$LOCKS/search-$cell.lock" && flock "$lock"
   echo "[queue] dpsgd $cell: validation-split search, then $seeds seeds"
   "$DL" dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" --seeds "$seeds" \
     --profile paper --search "$base/search" --out "$base/paper" --quiet
@@ -205,9 +217,12 @@ run_control() {  # dpsgd-control K EPS SEEDS [SCOPE]: the five tab:control scena
   echo "[queue] dpsgd control ${tag}k=$k eps=$eps: $seeds seeds per scenario"
   # every scenario takes TopAgg's setting: at a budget tab:dpsgd-search lacks, the one its
   # clean search chose (the search job of that cell ran it first; it is reused here)
-  local search
-  search=runs/queue/dpsgd/mnist/$(.venv/bin/python -c "from datalens_lib.dpsgd.train import \
-cell_name; print(cell_name('normtopk', float('$k'), float('$eps'), '$scope'))")/search
+  local topagg search
+  topagg=$(.venv/bin/python -c "from datalens_lib.dpsgd.train import cell_name; \
+print(cell_name('normtopk', float('$k'), float('$eps'), '$scope'))")
+  search=runs/queue/dpsgd/mnist/$topagg/search
+  # while that cell's search job runs in the other lane, wait for it (then reuse its points)
+  mkdir -p "$LOCKS" && exec {lock}>"$LOCKS/search-$topagg.lock" && flock "$lock"
   "$DL" dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds "$seeds" \
     --profile paper --out "$out" --set "scope=$scope" --search "$search" --quiet
   for d in "$out"/control-"$tag"k"$k"-eps"$eps"-*; do
@@ -298,6 +313,26 @@ run_job() {
   echo "[queue] $method/$cfg/$folder: records copied to $dest"
 }
 
+run_lanes() {  # FIRST LAST: jobs FIRST..LAST (1-based, all DP-SGD) in LANES lanes of one torch
+  # thread; each lane takes the next job no lane has taken (a counter file under a lock)
+  local first=$1 last=$2 l counter=$LOCKS/next-$$
+  mkdir -p "$LOCKS" && echo "$first" > "$counter"
+  echo "[queue] jobs $first-$last (DP-SGD) in $LANES lanes of 1 thread"
+  for ((l = 1; l <= LANES; l++)); do
+    (
+      while :; do
+        n=$(flock "$counter.lock" bash -c 'n=$(<"$1"); echo $((n + 1)) > "$1"; echo "$n"' _ \
+          "$counter")
+        ((n <= last)) || break
+        OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 bash "$SELF" "$n" 2>&1 | sed -u "s/^/[lane $l] /" \
+          || echo "[queue] FAILED (exit $?): ${JOBS[$((n - 1))]}"
+      done
+    ) &
+  done
+  wait
+  rm -f "$counter" "$counter.lock"
+}
+
 if [[ $# -gt 0 ]]; then
   if ! [[ $1 =~ ^[0-9]+$ ]] || (( $1 < 1 || $1 > ${#JOBS[@]} )); then
     echo "usage: $0 [JOB], JOB in 1..${#JOBS[@]}" >&2; exit 2
@@ -306,7 +341,16 @@ if [[ $# -gt 0 ]]; then
 else
   # each job in its own bash (set -e applies inside it): a failing job is reported and the
   # queue goes on with the next one
-  for i in "${!JOBS[@]}"; do
-    bash "$SELF" $((i + 1)) || echo "[queue] FAILED (exit $?): ${JOBS[$i]}"
+  i=0
+  while ((i < ${#JOBS[@]})); do
+    j=$i  # a run of DP-SGD jobs: JOBS[i..j]
+    while ((LANES > 1 && j + 1 < ${#JOBS[@]})) && [[ ${JOBS[$i]} == dpsgd* \
+        && ${JOBS[$((j + 1))]} == dpsgd* ]]; do j=$((j + 1)); done
+    if ((j > i)); then
+      run_lanes $((i + 1)) $((j + 1))
+    else
+      bash "$SELF" $((i + 1)) || echo "[queue] FAILED (exit $?): ${JOBS[$i]}"
+    fi
+    i=$((j + 1))
   done
 fi

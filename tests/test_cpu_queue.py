@@ -1,0 +1,120 @@
+"""The CPU queue (scripts/cpu_queue.sh) as a dry run: a fake ``datalens`` command stands in for
+training, evaluation and DP-SGD, so these tests check the queue's own logic -- DP-SGD jobs
+next to each other run in lanes of one thread, a control job waits for the search it reuses,
+every other job runs alone after the lanes, records are copied to data/results."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FAKE_DL = r"""#!/usr/bin/env bash
+# fake `datalens`: writes the files the queue expects; logs start/end times and threads
+cmd=$1; shift
+arg() {
+  local want=$1; shift
+  while (($#)); do [[ $1 == "$want" ]] && { echo "$2"; return; }; shift; done
+}
+echo "start $(date +%s.%N) ${OMP_NUM_THREADS:-all} $cmd $*" >> "$LOG"
+case $cmd in
+  train) out=$(arg --out "$@"); mkdir -p "$out"; sleep 0.3
+         echo '{"status": "complete"}' > "$out/run.json" ;;
+  evaluate) echo '{}' > "$1/eval-1ep.json" ;;
+  publish-samples) echo x > "$(arg --dest "$@")/samples-10k.npz" ;;
+  dpsgd) out=$(arg --out "$@"); search=$(arg --search "$@")
+         if [[ -n $search && " $* " != *" --control "* ]]; then
+           mkdir -p "$search"; sleep 1.5; echo '{}' > "$search/search.json"; fi
+         sleep 1
+         if [[ " $* " == *" --control "* ]]; then
+           k=$(arg --k "$@"); e=$(arg --epsilon "$@")
+           for s in topagg topk-gm-dp topk-sgd gm-dp clipped-sgd; do
+             d=$out/control-k$k-eps$e-$s; mkdir -p "$d"; echo '{}' > "$d/seed0.json"
+             echo '{}' > "$d/summary.json"; done
+         else mkdir -p "$out"; echo '{}' > "$out/seed0.json"; echo '{}' > "$out/summary.json"
+         fi ;;
+  *) echo "fake dl: unknown command $cmd" >&2; exit 2 ;;
+esac
+echo "end $(date +%s.%N) ${OMP_NUM_THREADS:-all} $cmd $*" >> "$LOG"
+"""
+
+JOBS = [
+    "dpsgd-search normtopk 0.8 0.1 1",
+    "dpsgd-control 0.8 0.1 1",
+    "dpsgd gmdp 1 0.05 1",
+    "dpsgd normtopk 0.6 0.05 1",
+    "datalens mnist-eps1 paper-x 1",
+    "dpsgd gmdp 1 0.2 1",
+]
+
+
+@pytest.fixture()
+def queue_dir(tmp_path: Path) -> Path:
+    if shutil.which("flock") is None:
+        pytest.skip("flock (util-linux) is not installed")
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "cpu_queue.sh", tmp_path / "scripts" / "cpu_queue.sh")
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    py = tmp_path / ".venv" / "bin" / "python"  # (a symlink would lose the venv's packages)
+    py.write_text(f'#!/usr/bin/env bash\nexec "{sys.executable}" "$@"\n')
+    py.chmod(0o755)
+    fake = tmp_path / "fake-dl"
+    fake.write_text(FAKE_DL)
+    fake.chmod(0o755)
+    return tmp_path
+
+
+def _log(queue_dir: Path) -> list[tuple[str, float, str, str]]:
+    rows = []
+    for line in (queue_dir / "dl.log").read_text().splitlines():
+        kind, t, threads, rest = line.split(" ", 3)
+        rows.append((kind, float(t), threads, rest))
+    return rows
+
+
+def test_dpsgd_jobs_run_in_one_thread_lanes_and_the_rest_alone(queue_dir: Path):
+    env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
+           "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "\n".join(JOBS),
+           "CPU_QUEUE_DPSGD_LANES": "2"}
+    env.pop("OMP_NUM_THREADS", None)
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
+    rows = _log(queue_dir)
+    dpsgd = [r for r in rows if r[3].startswith("dpsgd")]
+    # the first four jobs ran in two lanes of one torch thread: some of them overlapped
+    first = [r for r in dpsgd if "--epsilon 0.2 " not in r[3]]
+    assert {r[2] for r in first} == {"1"}
+    spans = {}
+    for kind, t, _, rest in first:
+        spans.setdefault(rest, {})[kind] = t
+    iv = sorted((v["start"], v["end"]) for v in spans.values())
+    assert any(b0 < a1 for (_, a1), (b0, _) in zip(iv, iv[1:], strict=False)), iv
+    # the control (eps = 0.1) reuses TopAgg's search: it started after that search ended
+    search = next(v for k, v in spans.items() if "--search" in k and "--control" not in k)
+    control = next(v for k, v in spans.items() if "--control" in k)
+    assert control["start"] >= search["end"]
+    assert "--search runs/queue/dpsgd/mnist/normtopk-k0.8-eps0.1/search" in next(
+        k for k in spans if "--control" in k)
+    # the DataLens job ran alone, with every thread, after the lanes; so did the last DP-SGD
+    # job (alone in its run of DP-SGD jobs), after it
+    train = next(r for r in rows if r[3].startswith("train") and r[0] == "start")
+    assert train[2] == "all" and train[1] >= max(v["end"] for v in spans.values())
+    last = [r for r in dpsgd if "--epsilon 0.2 " in r[3]]
+    assert {r[2] for r in last} == {"all"}
+    assert min(r[1] for r in last) >= max(
+        r[1] for r in rows if r[3].startswith(("train", "evaluate")))
+    res_dir = queue_dir / "data" / "results"
+    for rel in ("dpsgd/mnist/gmdp-eps0.05/paper/summary.json",
+                "dpsgd/mnist/normtopk-k0.8-eps0.1/search/search.json",
+                "dpsgd/mnist/control-k0.8-eps0.1-clipped-sgd/paper/summary.json",
+                "dpsgd/mnist/gmdp-eps0.2/paper/summary.json",
+                "datalens/mnist-eps1/paper-x/run.json"):
+        assert (res_dir / rel).exists(), rel
+    assert "[lane 2]" in res.stdout and "[lane 1]" in res.stdout
