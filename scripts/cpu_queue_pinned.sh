@@ -41,13 +41,26 @@ tree_pids() {  # a process and all its descendants
 }
 
 stop() {  # the queue started by this script (its pid file) and every job under it
-  local pidfile=$REPO/runs/cpu_queue_pinned.pid pid
+  local pidfile=$REPO/runs/cpu_queue_pinned.pid pid pids i p alive
   [[ -f $pidfile ]] || return 0
   pid=$(cat "$pidfile")
   if kill -0 "$pid" 2>/dev/null; then
-    # shellcheck disable=SC2046
-    kill $(tree_pids "$pid") 2>/dev/null || true
-    sleep 2
+    # the queue leads its own process group (setsid below): TERM the group, and every
+    # descendant by the tree too (a job once outlived a tree-only kill, 2026-11-27), then KILL
+    # whatever is left after 10 s
+    pids=$(tree_pids "$pid")
+    kill -TERM -- "-$pid" 2>/dev/null || true
+    # shellcheck disable=SC2086
+    kill -TERM $pids 2>/dev/null || true
+    for i in 1 2 3 4 5 6 7 8 9 10; do
+      alive=0
+      for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
+      ((alive)) || break
+      sleep 1
+    done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null || true
   fi
   rm -f "$pidfile"
 }
@@ -73,6 +86,11 @@ done
 mkdir -p "$REPO/runs/logs"
 log="$REPO/runs/logs/cpu_queue-$(date +%m%d-%H%M).log"
 cd "$TREE"
-PYTHONPATH="$TREE" nohup bash "$TREE/scripts/cpu_queue.sh" > "$log" 2>&1 &
-echo $! > "$REPO/runs/cpu_queue_pinned.pid"
-echo "[pinned] queue started at ${commit:0:12} in $TREE (pid $!); log: $log"
+# setsid: the queue leads a session and process group of its own, which stop() signals as a
+# whole; the queue's own shell writes its pid (setsid may fork, so $! need not be it)
+pidfile=$REPO/runs/cpu_queue_pinned.pid
+rm -f "$pidfile"
+PYTHONPATH="$TREE" setsid bash -c 'echo $$ > "$1"; exec nohup bash "$2"' _ "$pidfile" \
+  "$TREE/scripts/cpu_queue.sh" > "$log" 2>&1 &
+for _ in $(seq 50); do [[ -s $pidfile ]] && break; sleep 0.1; done
+echo "[pinned] queue started at ${commit:0:12} in $TREE (pid $(cat "$pidfile")); log: $log"
