@@ -26,8 +26,9 @@
 # from.)
 # DP-SGD jobs next to each other in JOBS run in CPU_QUEUE_DPSGD_LANES lanes (default 2), one
 # torch thread each, each lane taking the next job no lane has taken: on this 2-core machine
-# two 1-thread DP-SGD processes did 1.17x (TopAgg, B = 128 and 512) to 1.5x (GM-DP, B = 128)
-# the steps per second of one 2-thread process (2026-11-27). Every other job runs alone, with
+# two 1-thread DP-SGD processes did 1.22x (TopAgg, B = 512) to 1.46x (GM-DP, B = 128) the
+# steps per second of one 2-thread process (benchmarks/results/cpu-lanes-cpu-2core.json; a
+# 2-thread process beside any other busy one slows down far more). Every other job runs alone, with
 # every core, after the lanes have finished. CPU_QUEUE_JOBS (one job per line) replaces JOBS
 # (the tests' dry run).
 # G-PATE at the paper setting measured 240-295 s per step here (131 steps: ~9 h), against
