@@ -182,6 +182,14 @@ print(cell_name('$m', float('$k'), float('$eps'), '$scope'))")
   echo "[queue] dpsgd $ds $cell: records copied to $dest"
 }
 
+reuse_search() {  # CELL DIR: a committed search's points go into DIR, so that `dpsgd --search
+  # DIR` reuses them (the same choice as the committed search.json) instead of searching again
+  local rel=data/results/dpsgd/mnist/$1/search
+  if [[ -f $rel/search.json ]]; then
+    mkdir -p "$2" && cp -n "$rel"/point*.json "$2/" 2>/dev/null || true
+  fi
+}
+
 run_dpsgd_search() {  # dpsgd-search METHOD K EPS SEEDS: a budget tab:dpsgd-search lacks
   read -r _ m k eps seeds <<<"$1"
   local cell base dest
@@ -194,6 +202,7 @@ print(cell_name('$m', float('$k'), float('$eps')))")
   fi
   # the control job at this budget reuses this search: it waits on the same lock
   mkdir -p "$LOCKS" && exec {lock}>"$LOCKS/search-$cell.lock" && flock "$lock"
+  reuse_search "$cell" "$base/search"
   echo "[queue] dpsgd $cell: validation-split search, then $seeds seeds"
   "$DL" dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" --seeds "$seeds" \
     --profile paper --search "$base/search" --out "$base/paper" --quiet
@@ -224,6 +233,7 @@ print(cell_name('normtopk', float('$k'), float('$eps'), '$scope'))")
   search=runs/queue/dpsgd/mnist/$topagg/search
   # while that cell's search job runs in the other lane, wait for it (then reuse its points)
   mkdir -p "$LOCKS" && exec {lock}>"$LOCKS/search-$topagg.lock" && flock "$lock"
+  reuse_search "$topagg" "$search"
   "$DL" dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds "$seeds" \
     --profile paper --out "$out" --set "scope=$scope" --search "$search" --quiet
   for d in "$out"/control-"$tag"k"$k"-eps"$eps"-*; do
@@ -316,8 +326,14 @@ run_job() {
 
 run_lanes() {  # FIRST LAST: jobs FIRST..LAST (1-based, all DP-SGD) in LANES lanes of one torch
   # thread; each lane takes the next job no lane has taken (a counter file under a lock)
-  local first=$1 last=$2 l counter=$LOCKS/next-$$
-  mkdir -p "$LOCKS" && echo "$first" > "$counter"
+  local first=$1 last=$2 l counter=$LOCKS/next-$$ f pids=()
+  mkdir -p "$LOCKS"
+  for f in "$LOCKS"/next-*; do  # counters of queues that were stopped mid-run
+    [[ -e $f ]] || continue
+    f=${f##*/next-}; f=${f%.lock}
+    kill -0 "$f" 2>/dev/null || rm -f "$LOCKS/next-$f" "$LOCKS/next-$f.lock"
+  done
+  echo "$first" > "$counter"
   echo "[queue] jobs $first-$last (DP-SGD) in $LANES lanes of 1 thread"
   for ((l = 1; l <= LANES; l++)); do
     (
@@ -329,8 +345,11 @@ run_lanes() {  # FIRST LAST: jobs FIRST..LAST (1-based, all DP-SGD) in LANES lan
           || echo "[queue] FAILED (exit $?): ${JOBS[$((n - 1))]}"
       done
     ) &
+    pids+=($!)
   done
-  wait
+  for l in "${!pids[@]}"; do  # a lane that died (not a job that failed) is reported too
+    wait "${pids[$l]}" || echo "[queue] lane $((l + 1)) FAILED (exit $?); its jobs may not have run"
+  done
   rm -f "$counter" "$counter.lock"
 }
 

@@ -890,7 +890,9 @@ def test_cli_control_takes_topaggs_searched_setting_at_an_unsearched_budget(tmp_
     """``dpsgd --control --search DIR`` at a budget tab:dpsgd-search lacks searches TopAgg's
     cell (normtopk, k) and runs every scenario with its validation choice; at a budget the
     paper searched it takes the paper's row and searches nothing."""
-    args = ["dpsgd", "--control", "--k", "0.8", "--profile", "smoke", "--seeds", "1", "--quiet"]
+    # (--method is ignored by --control: the search must still be TopAgg's)
+    args = ["dpsgd", "--control", "--method", "gmdp", "--k", "0.8", "--profile", "smoke",
+            "--seeds", "1", "--quiet"]
     assert cli.main([*args, "--epsilon", "0.5", "--out", str(tmp_path / "ctl"),
                      "--search", str(tmp_path / "search")]) == 0
     assert "validation picks point" in capsys.readouterr().out
