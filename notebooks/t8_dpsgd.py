@@ -51,7 +51,7 @@ from datalens_lib import store
 from datalens_lib.dpsgd import report
 
 paper = report.paper_rows("tab_dpsgd.csv", "tab:dpsgd-mnist")
-cells = [("TopAgg", f"k={k:g}", "normtopk", k) for k in ks] + [("GM-DP", "", "gmdp", 1.0)]
+cells = report.table_cells("tab:dpsgd-mnist", ks)
 with store.Timer() as timer:
     table = report.cell_table(dataset, cells, epsilons, paper, profile=profile,
                               seeds=list(range(seed, seed + seeds)))
@@ -191,8 +191,7 @@ if missing:
     display(Markdown("**Needs your data** — " + " ".join(missing)))
 else:
     cifar_paper = report.paper_rows("tab_dpsgd.csv", "tab:dpsgd-cifar")
-    cifar_cells = [("TopAgg", f"k={k:g}", "normtopk", k) for k in ks] + [
-        ("GM-DP", "", "gmdp", 1.0)]
+    cifar_cells = report.table_cells("tab:dpsgd-cifar", ks)
     cifar = report.cell_table("cifar10", cifar_cells, cifar_epsilons, cifar_paper,
                               profile=profile, seeds=list(range(seed, seed + seeds)))
     store.save_result("tab:dpsgd-cifar", {"profile": profile, "seed": seed, "seeds": seeds,

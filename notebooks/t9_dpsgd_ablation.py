@@ -45,9 +45,7 @@ from datalens_lib import store
 from datalens_lib.dpsgd import report
 
 paper = report.paper_rows("tab_dpsgd.csv", "tab:dpsgd-ablation")
-cells = ([("TopAgg", f"norm-based k={k:g}", "normtopk", k) for k in norm_ks]
-         + [("TopAgg", f"dim-based k={k:g}", "dimtopk", k) for k in dim_ks]
-         + [("GM-DP", "", "gmdp", 1.0)])
+cells = report.table_cells("tab:dpsgd-ablation", norm_ks, dim_ks)
 with store.Timer() as timer:
     table = report.cell_table(dataset, cells, epsilons, paper, profile=profile,
                               seeds=list(range(seed, seed + seeds)))
@@ -61,8 +59,8 @@ table.round(2)
 at_paper = table[table.profile == "paper"]
 lines = []
 for eps, g in at_paper.groupby("epsilon"):
-    norm = g[g.parameter.str.startswith("norm")].ours.max()
-    dim = g[g.parameter.str.startswith("dim")].ours.max()
+    norm = g[g.method == "TopAgg norm-based"].ours.max()
+    dim = g[g.method == "TopAgg dim-based"].ours.max()
     if norm == norm and dim == dim:
         lines.append(f"ε = {eps:g}: best NormTopK {norm:.2f} % against best dimension top-k "
                      f"{dim:.2f} % ({norm - dim:+.2f} points).")

@@ -3,6 +3,7 @@
 import json
 import math
 
+import pandas as pd
 import pytest
 import torch
 from conftest import real_dataset_dir
@@ -913,3 +914,28 @@ def test_cli_control_takes_topaggs_searched_setting_at_an_unsearched_budget(tmp_
     assert not (tmp_path / "search1").exists()
     rec = json.loads(next((tmp_path / "ctl1").glob("*topagg/seed0.json")).read_text())
     assert rec["config"]["hyperparameter_source"].startswith("tab:dpsgd-search mnist eps=1")
+
+
+@pytest.mark.parametrize("artifact,ks,dim_ks", [
+    ("tab:dpsgd-mnist", [0.6, 0.7, 0.8], None), ("tab:dpsgd-cifar", [0.6, 0.7, 0.8], None),
+    ("tab:dpsgd-ablation", [0.6, 0.7, 0.8], [0.2, 0.4, 0.6])])
+def test_every_table_column_finds_the_papers_number_at_every_budget(artifact, ks, dim_ks):
+    """The columns the DP-SGD notebooks build (``report.table_cells``) use the paper CSV's own
+    labels: each finds a paper mean and spread at every budget the artifact has (a label the
+    CSV does not use would leave the paper column empty and no difference taken)."""
+    from datalens_lib.dpsgd import report
+
+    paper = report.paper_rows("tab_dpsgd.csv", artifact)
+    cells = report.table_cells(artifact, ks, dim_ks)
+    assert len(cells) == len(ks) + len(dim_ks or []) + 1
+    for eps in sorted(set(pd.to_numeric(paper.epsilon))):
+        for label, parameter, method, _k in cells:
+            for metric in ("test_accuracy_percent", "std_percent"):
+                v = report.paper_value(paper, label, parameter, eps, metric)
+                assert v is not None, (artifact, label, parameter, eps, metric)
+            assert report.PAPER_METHODS[label] == method
+    # every paper column of the artifact is one of ours
+    assert {(m, p) for m, p in zip(paper.method, paper.parameter, strict=True)} == {
+        (label, parameter) for label, parameter, _, _ in cells}
+    with pytest.raises(ValueError, match="no dimension-based"):
+        report.table_cells("tab:dpsgd-mnist", ks, [0.2])

@@ -24,6 +24,26 @@ from .train import (
     run_control,
 )
 
+#: our method of each paper method label of ``data/paper/tab_dpsgd.csv``
+PAPER_METHODS = {"TopAgg": "normtopk", "TopAgg norm-based": "normtopk",
+                 "TopAgg dim-based": "dimtopk", "GM-DP": "gmdp"}
+
+
+def table_cells(artifact: str, ks: list[float], dim_ks: list[float] | None = None
+                ) -> list[tuple[str, str, str, float]]:
+    """The columns of a DP-SGD table as :func:`cell_table` takes them: (the paper's method
+    label and parameter, exactly as ``data/paper/tab_dpsgd.csv`` writes them, so that every
+    row finds its paper number; our method; k). ``tab:dpsgd-ablation`` labels its NormTopK
+    columns "TopAgg norm-based" and its dimension-based ones "TopAgg dim-based" (``dim_ks``);
+    ``tab:dpsgd-mnist`` and ``tab:dpsgd-cifar`` label NormTopK "TopAgg"."""
+    norm = "TopAgg norm-based" if artifact == "tab:dpsgd-ablation" else "TopAgg"
+    cells = [(norm, f"k={k:g}", PAPER_METHODS[norm], k) for k in ks]
+    if dim_ks:
+        if artifact != "tab:dpsgd-ablation":
+            raise ValueError(f"{artifact} has no dimension-based top-k columns")
+        cells += [("TopAgg dim-based", f"k={k:g}", "dimtopk", k) for k in dim_ks]
+    return cells + [("GM-DP", "", "gmdp", 1.0)]
+
 
 def paper_rows(csv: str, artifact: str) -> pd.DataFrame:
     df = pd.read_csv(PAPER_DIR / csv, dtype={"parameter": str}, keep_default_na=False)
