@@ -240,12 +240,14 @@ dpsgd_search() {  # cell, method, k, eps, seeds: a budget tab:dpsgd-search lacks
 
 CONTROL_SCENARIOS=(topagg topk-gm-dp topk-sgd gm-dp clipped-sgd)  # train.CONTROL, as folders
 
-dpsgd_control() {  # k, eps [scope]: tab:control's five scenarios on MNIST, 5 seeds each (issue
-  # 13), in the calling lane; scope "layer" (ours): the three compressing scenarios only. The
-  # scenarios run one after another; each one that finishes comes back, so a cut call still
+dpsgd_control() {  # topagg, k, eps [scope]: tab:control's five scenarios on MNIST, 5 seeds each
+  # (issue 13), in the calling lane; scope "layer" (ours): the three compressing scenarios only;
+  # topagg: the TopAgg cell whose search sets the setting, "-" at a searched budget (dpsgd_names).
+  # The scenarios run one after another; each one that finishes comes back, so a cut call still
   # returns whole scenarios, and committed ones are neither retrained (their seed records are
   # put in the run folder, which the command skips) nor returned again.
-  local k=$1 eps=$2 scope=${3:-flat} out=runs/gpu/dpsgd/mnist/control-paper name need s t0 n=0
+  local topagg=$1 k=$2 eps=$3 scope=${4:-flat} out=runs/gpu/dpsgd/mnist/control-paper
+  local name need s t0 n=0
   local missing=() scen=("${CONTROL_SCENARIOS[@]}") rel
   name=control-k$k-eps$eps
   if [[ $scope != flat ]]; then name=control-$scope-k$k-eps$eps scen=("${scen[@]:0:3}"); fi
@@ -260,12 +262,10 @@ dpsgd_control() {  # k, eps [scope]: tab:control's five scenarios on MNIST, 5 se
   ((${#missing[@]})) || return
   # every scenario takes TopAgg's setting: at a budget tab:dpsgd-search lacks, the one chosen
   # by TopAgg's clean search (its item, in the other lane, may still run: wait for it)
-  local topagg srel search
-  topagg=$($PY -c "from datalens_lib.dpsgd.train import cell_name; \
-print(cell_name('normtopk', float('$k'), float('$eps'), '$scope'))")
-  srel=data/results/dpsgd/mnist/$topagg/search search=runs/gpu/dpsgd/mnist/$topagg/search
-  if ! $PY -c "import sys; from datalens_lib.dpsgd.train import searched_budgets; \
-sys.exit(float('$eps') not in searched_budgets('mnist'))"; then
+  local srel search searchargs=()
+  if [[ $topagg != - ]]; then
+    srel=data/results/dpsgd/mnist/$topagg/search search=runs/gpu/dpsgd/mnist/$topagg/search
+    searchargs=(--search "$search")
     if [[ -f $srel/search.json ]]; then
       mkdir -p "$search" && cp -n "$srel"/point*.json "$search/"
     elif [[ -f $STAGE/$srel/search.json ]]; then
@@ -282,7 +282,7 @@ sys.exit(float('$eps') not in searched_budgets('mnist'))"; then
   echo "[gpu-queue] dpsgd $name: ${#missing[@]} scenarios to run, 5 seeds each ($(left) s left)"
   t0=$SECONDS
   run_job $DL dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds 5 \
-    --profile paper --out "$out" --device cuda --set "scope=$scope" --search "$search" \
+    --profile paper --out "$out" --device cuda --set "scope=$scope" "${searchargs[@]}" \
     --quiet 2>&1 | tail -5
   for s in "${missing[@]}"; do  # each missing scenario whose five seeds finished
     d=$out/$name-$s
@@ -329,14 +329,20 @@ DPSGD_ITEMS=(
   "cell normtopk 0.8 1.0 5" "cell gmdp 1 0.2 5" "cell normtopk 0.6 0.2 5"
   "cell normtopk 0.7 0.2 5" "cell normtopk 0.8 0.2 5"
 )
-dpsgd_names() {  # each item's cell name (datalens_lib.dpsgd.train.cell_name), in one import
+dpsgd_names() {  # each item's cell name (datalens_lib.dpsgd.train.cell_name), in one import;
+  # for a control item, TopAgg's cell whose search sets its hyper-parameters ("-" at a budget
+  # tab:dpsgd-search lists)
   $PY - "${DPSGD_ITEMS[@]}" <<'PY'
 import sys
-from datalens_lib.dpsgd.train import cell_name
+from datalens_lib.dpsgd.train import cell_name, searched_budgets
 for item in sys.argv[1:]:
     kind, *a = item.split()
+    if kind == "control":
+        k, eps, scope = float(a[0]), float(a[1]), a[2] if len(a) > 2 else "flat"
+        print("-" if eps in searched_budgets("mnist") else cell_name("normtopk", k, eps, scope))
+        continue
     scope = a[4] if kind == "cell" and len(a) > 4 else "flat"
-    print("-" if kind == "control" else cell_name(a[0], float(a[1]), float(a[2]), scope))
+    print(cell_name(a[0], float(a[1]), float(a[2]), scope))
 PY
 }
 dpsgd_lane() {  # lane index: its items, one after another
@@ -348,7 +354,7 @@ dpsgd_lane() {  # lane index: its items, one after another
     case $kind in
       cell) dpsgd_cell "${DPSGD_NAMES[$i]}" $args ;;
       search) dpsgd_search "${DPSGD_NAMES[$i]}" $args ;;
-      control) dpsgd_control $args ;;
+      control) dpsgd_control "${DPSGD_NAMES[$i]}" $args ;;
     esac
   done
 }
