@@ -163,7 +163,6 @@ class _State:
     elapsed: float = 0.0
 
 
-
 def query_batch(cfg: Any, n_records: int) -> int:
     """B, the queries of one generator step (each teacher's batch): min(batch_cap,
     floor(n / teachers)) over the n records a run of ``cfg`` trains on (its ``train_limit``

@@ -939,3 +939,5 @@ def test_every_table_column_finds_the_papers_number_at_every_budget(artifact, ks
         (label, parameter) for label, parameter, _, _ in cells}
     with pytest.raises(ValueError, match="no dimension-based"):
         report.table_cells("tab:dpsgd-mnist", ks, [0.2])
+    with pytest.raises(ValueError, match="artifact must be one of"):
+        report.table_cells("tab:dpsgd", ks)

@@ -36,6 +36,9 @@ def table_cells(artifact: str, ks: list[float], dim_ks: list[float] | None = Non
     row finds its paper number; our method; k). ``tab:dpsgd-ablation`` labels its NormTopK
     columns "TopAgg norm-based" and its dimension-based ones "TopAgg dim-based" (``dim_ks``);
     ``tab:dpsgd-mnist`` and ``tab:dpsgd-cifar`` label NormTopK "TopAgg"."""
+    known = ("tab:dpsgd-mnist", "tab:dpsgd-cifar", "tab:dpsgd-ablation")
+    if artifact not in known:
+        raise ValueError(f"artifact must be one of {known}, got {artifact!r}")
     norm = "TopAgg norm-based" if artifact == "tab:dpsgd-ablation" else "TopAgg"
     cells = [(norm, f"k={k:g}", PAPER_METHODS[norm], k) for k in ks]
     if dim_ks:
