@@ -322,7 +322,9 @@ def _cmd_dpsgd(args: argparse.Namespace) -> int:
             method = "normtopk" if args.control else args.method
             if float(args.epsilon) in searched_budgets(args.dataset):
                 print(f"tab:dpsgd-search gives eps = {args.epsilon}'s hyper-parameters: its "
-                      f"row is used, nothing is searched")
+                      f"row is used, nothing is searched"
+                      + ("" if args.validation is None else
+                         f" (--validation {args.validation} is not used)"))
             else:
                 found = run_search(args.dataset, float(args.epsilon), method, args.k,
                                    args.profile, out=Path(args.search),

@@ -164,13 +164,48 @@ JOBS=(
 )
 if [[ -n ${CPU_QUEUE_JOBS:-} ]]; then mapfile -t JOBS <<<"$CPU_QUEUE_JOBS"; fi
 
+# A DP-SGD job's cell (its records' folder, dpsgd.train.cell_name) from CELLS, the table the
+# queue writes at its start with one Python import for all jobs (an import per job costs 3-5 s
+# of a lane, mostly on jobs already committed); a job run alone by number imports it itself.
+CELLS=${CPU_QUEUE_CELLS:-}
+cell_of() {  # METHOD K EPS SCOPE
+  local name=""
+  [[ -n $CELLS && -f $CELLS ]] && name=$(awk -F'\t' -v key="$1 $2 $3 $4" \
+    '$1 == key { print $2; exit }' "$CELLS")
+  if [[ -z $name ]]; then
+    name=$(.venv/bin/python -c "from datalens_lib.dpsgd.train import cell_name; \
+print(cell_name('$1', float('$2'), float('$3'), '$4'))")
+  fi
+  echo "$name"
+}
+
+write_cells() {  # FILE: "METHOD K EPS SCOPE<tab>cell" for every DP-SGD job of JOBS
+  local j kind a b c d e f keys=()
+  for j in "${JOBS[@]}"; do
+    read -r kind a b c d e f <<<"$j"
+    case $kind in
+      dpsgd) keys+=("$a $b $c ${f:-flat}") ;;  # dpsgd METHOD K EPS SEEDS [DATASET [SCOPE]]
+      dpsgd-search) keys+=("$a $b $c flat") ;;  # dpsgd-search METHOD K EPS SEEDS
+      dpsgd-control) keys+=("normtopk $a $b ${d:-flat}") ;;  # its TopAgg cell: K EPS SEEDS [SCOPE]
+    esac
+  done
+  mkdir -p "$(dirname "$1")"
+  printf '%s\n' "${keys[@]}" | .venv/bin/python -c "
+import sys
+from datalens_lib.dpsgd.train import cell_name
+for line in sys.stdin:
+    if line.strip():
+        m, k, eps, scope = line.split()
+        print(f'{line.strip()}\t{cell_name(m, float(k), float(eps), scope)}')" > "$1.tmp" \
+    && mv "$1.tmp" "$1"
+}
+
 run_dpsgd() {  # dpsgd METHOD K EPS SEEDS [DATASET [SCOPE]]: one tab:dpsgd cell (default MNIST,
   # flat; SCOPE layer: top-k within each parameter tensor, ours, a cell of its own name)
   read -r _ m k eps seeds ds scope <<<"$1"
   ds=${ds:-mnist} scope=${scope:-flat}
   local cell out dest
-  cell=$(.venv/bin/python -c "from datalens_lib.dpsgd.train import cell_name; \
-print(cell_name('$m', float('$k'), float('$eps'), '$scope'))")
+  cell=$(cell_of "$m" "$k" "$eps" "$scope")
   out=runs/queue/dpsgd/$ds/$cell/paper dest=data/results/dpsgd/$ds/$cell/paper
   if [[ -f $dest/summary.json ]] && (( $(ls "$dest"/seed*.json | wc -l) >= seeds )); then
     echo "[queue] dpsgd $ds $cell: already committed, skipped"; return
@@ -193,8 +228,7 @@ reuse_search() {  # CELL DIR: a committed search's points go into DIR, so that `
 run_dpsgd_search() {  # dpsgd-search METHOD K EPS SEEDS: a budget tab:dpsgd-search lacks
   read -r _ m k eps seeds <<<"$1"
   local cell base dest
-  cell=$(.venv/bin/python -c "from datalens_lib.dpsgd.train import cell_name; \
-print(cell_name('$m', float('$k'), float('$eps')))")
+  cell=$(cell_of "$m" "$k" "$eps" flat)
   base=runs/queue/dpsgd/mnist/$cell dest=data/results/dpsgd/mnist/$cell
   if [[ -f $dest/paper/summary.json && -f $dest/search/search.json ]] \
       && (( $(ls "$dest"/paper/seed*.json | wc -l) >= seeds )); then
@@ -228,8 +262,7 @@ run_control() {  # dpsgd-control K EPS SEEDS [SCOPE]: the five tab:control scena
   # every scenario takes TopAgg's setting: at a budget tab:dpsgd-search lacks, the one its
   # clean search chose (the search job of that cell ran it first; it is reused here)
   local topagg search
-  topagg=$(.venv/bin/python -c "from datalens_lib.dpsgd.train import cell_name; \
-print(cell_name('normtopk', float('$k'), float('$eps'), '$scope'))")
+  topagg=$(cell_of normtopk "$k" "$eps" "$scope")
   search=runs/queue/dpsgd/mnist/$topagg/search
   # while that cell's search job runs in the other lane, wait for it (then reuse its points)
   mkdir -p "$LOCKS" && exec {lock}>"$LOCKS/search-$topagg.lock" && flock "$lock"
@@ -360,7 +393,14 @@ if [[ $# -gt 0 ]]; then
   run_job "${JOBS[$(($1 - 1))]}"
 else
   # each job in its own bash (set -e applies inside it): a failing job is reported and the
-  # queue goes on with the next one
+  # queue goes on with the next one; every job reads the cells' table written here
+  for f in "$LOCKS"/cells-*.tsv; do  # tables of queues that were stopped
+    [[ -e $f ]] || continue
+    p=${f##*/cells-}; p=${p%.tsv}
+    kill -0 "$p" 2>/dev/null || rm -f "$f"
+  done
+  export CPU_QUEUE_CELLS=$LOCKS/cells-$$.tsv
+  write_cells "$CPU_QUEUE_CELLS" || echo "[queue] no cells' table (each job imports its own)"
   i=0
   while ((i < ${#JOBS[@]})); do
     j=$i  # a run of DP-SGD jobs: JOBS[i..j]
@@ -373,4 +413,5 @@ else
     fi
     i=$((j + 1))
   done
+  rm -f "$CPU_QUEUE_CELLS"
 fi

@@ -34,7 +34,7 @@ case $cmd in
            echo "searched $(date +%s.%N) $search" >> "$LOG.search"
            mkdir -p "$search"; sleep 1.5; echo '{}' > "$search/point0.json"; fi
          [[ -n $search ]] && echo '{}' > "$search/search.json"
-         # (a plain cell outlasts the jitter of the lanes' start: one Python import each)
+         # (a plain cell outlasts the jitter of the lanes' start)
          if [[ -n $search ]]; then sleep 1; else sleep 3; fi
          if [[ " $* " == *" --control "* ]]; then
            k=$(arg --k "$@"); e=$(arg --epsilon "$@")
@@ -66,7 +66,8 @@ def queue_dir(tmp_path: Path) -> Path:
     shutil.copy(ROOT / "scripts" / "cpu_queue.sh", tmp_path / "scripts" / "cpu_queue.sh")
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
     py = tmp_path / ".venv" / "bin" / "python"  # (a symlink would lose the venv's packages)
-    py.write_text(f'#!/usr/bin/env bash\nexec "{sys.executable}" "$@"\n')
+    py.write_text('#!/usr/bin/env bash\necho call >> "${LOG:-/dev/null}.python"\n'
+                  f'exec "{sys.executable}" "$@"\n')
     py.chmod(0o755)
     fake = tmp_path / "fake-dl"
     fake.write_text(FAKE_DL)
@@ -126,6 +127,14 @@ def test_dpsgd_jobs_run_in_one_thread_lanes_and_the_rest_alone(queue_dir: Path):
                 "datalens/mnist-eps1/paper-x/run.json"):
         assert (res_dir / rel).exists(), rel
     assert "[lane 2]" in res.stdout and "[lane 1]" in res.stdout
+    # the cells' names came from one Python call at the start, not one per job
+    assert len((queue_dir / "dl.log.python").read_text().splitlines()) == 1
+    assert not list((queue_dir / "runs" / "queue" / "locks").glob("cells-*"))
+    # a job run alone by number computes its own cell name
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh", "6"], cwd=queue_dir, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and "gmdp-eps0.2: already committed" in res.stdout, res.stdout
+    assert len((queue_dir / "dl.log.python").read_text().splitlines()) == 2
 
 
 def test_a_committed_search_is_reused_not_searched_again(queue_dir: Path):

@@ -909,8 +909,9 @@ def test_cli_control_takes_topaggs_searched_setting_at_an_unsearched_budget(tmp_
         assert rec["config"]["max_grad_norm"] == sel["max_grad_norm"]
         assert rec["config"]["lr"] == sel["lr"]
     assert cli.main([*args, "--epsilon", "1.0", "--out", str(tmp_path / "ctl1"),
-                     "--search", str(tmp_path / "search1")]) == 0
-    assert "nothing is searched" in capsys.readouterr().out
+                     "--search", str(tmp_path / "search1"), "--validation", "500"]) == 0
+    out = capsys.readouterr().out  # a searched budget: the row, and --validation is unused
+    assert "nothing is searched" in out and "--validation 500 is not used" in out
     assert not (tmp_path / "search1").exists()
     rec = json.loads(next((tmp_path / "ctl1").glob("*topagg/seed0.json")).read_text())
     assert rec["config"]["hyperparameter_source"].startswith("tab:dpsgd-search mnist eps=1")
