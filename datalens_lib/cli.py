@@ -33,6 +33,7 @@ os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 from . import data as data_mod
 from . import privacy
+from .config import PROFILES
 
 
 def _cmd_data(args: argparse.Namespace) -> int:
@@ -534,7 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--method", default="datalens", help="datalens | dcgan (see "
                     "datalens_lib.methods.METHODS)")
     tr.add_argument("--config", required=True, help="e.g. mnist-eps1 (DC-GAN: mnist-epsinf)")
-    tr.add_argument("--profile", default="paper", choices=("smoke", "cpu", "paper"))
+    tr.add_argument("--profile", default="paper", choices=PROFILES)
     tr.add_argument("--out", required=True, help="run folder")
     tr.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     tr.add_argument("--device", default="auto", help="auto | cpu | cuda")
@@ -573,7 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
                     default="normtopk")
     dp.add_argument("--seeds", type=int, default=5)
     dp.add_argument("--first-seed", type=int, default=0)
-    dp.add_argument("--profile", choices=("smoke", "paper"), default="paper")
+    dp.add_argument("--profile", choices=PROFILES, default="paper")
     dp.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="override a setting (JSON literal), e.g. --set lr=0.05")
     dp.add_argument("--out", default=None, help="default: runs/dpsgd/<dataset>/<cell>/<profile>")
@@ -641,7 +642,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "under the results root")
 
     ra = sub.add_parser("run-all", help="execute every notebook of the book")
-    ra.add_argument("--profile", default="smoke", choices=("smoke", "cpu", "paper"))
+    ra.add_argument("--profile", default="smoke", choices=PROFILES)
     ra.add_argument("--seed", type=int, default=0)
     ra.add_argument("--force", action="store_true")
     _add_executor_args(ra, None)
@@ -651,7 +652,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--notebook", default=None, help="a notebook's grid (e.g. t4_hyperparameters)")
     sw.add_argument("--method", default="datalens", help="training grid: the method")
     sw.add_argument("--config", default=None, help="training grid: the config, e.g. mnist-eps1")
-    sw.add_argument("--profile", default="smoke", choices=("smoke", "cpu", "paper"),
+    sw.add_argument("--profile", default="smoke", choices=PROFILES,
                     help="training grid: the profile")
     sw.add_argument("--evaluate", type=int, default=None, metavar="EPOCHS",
                     help="training grid: also evaluate each run for EPOCHS epochs")

@@ -34,7 +34,7 @@
 # %% tags=["parameters"]
 profile = "smoke"
 seed = 0
-seeds = 2
+seeds = 5
 dataset = "mnist"
 epsilons = [0.05, 1.0]
 ks = [0.6, 0.7, 0.8]
@@ -62,6 +62,35 @@ store.save_result("tab:dpsgd-mnist", {"profile": profile, "seed": seed, "seeds":
 table.round(2)
 
 # %% [markdown]
+# ## Privacy: the steps T and ε under each accountant
+#
+# T (`steps`) is set by the budget under the `paper` ledger: the simple RDP-to-(ε, δ)
+# conversion on a dense grid of orders up to 1024, a sound, data-independent guarantee (and
+# the paper's likely accountant: the Opacus of its time could not reach its ε ≤ 0.1 cells).
+# Beside it, what Opacus 1.6's own RDP accountant (attached to the optimizer; default orders
+# up to 63) and the PRV accountant report for the same run. All are DP guarantees for the
+# same mechanism; the smallest is the tightest. No ledger counts the hyper-parameter search.
+
+# %%
+private = table[table.epsilon < float("inf")]
+ledgers = private[["epsilon", "method", "parameter", "profile", "steps", "steps_set_by",
+                   "eps_paper", "eps_opacus_rdp", "eps_prv"]]
+display(ledgers.round(4))
+over = private[private.eps_opacus_rdp > private.epsilon * (1 + 1e-6)]
+set_by = private.steps_set_by.dropna()
+notes = [f"T was set by the {', '.join(sorted(set(set_by)))} at {len(set_by)} of {len(private)} "
+         "private cells" + ("." if len(set_by) == len(private) else
+                            "; the others ran a fixed T (the cpu or smoke profile).")]
+if len(over):
+    notes.append(
+        "Opacus 1.6's RDP accountant reports more than the budget at ε ∈ {"
+        + ", ".join(f"{e:g}" for e in sorted(set(over.epsilon))) + "} (up to "
+        f"{over.eps_opacus_rdp.max():.3f}): its orders stop at 63, too few for these small "
+        "budgets. The guarantee stated is the `paper` ledger's, which stays within the budget; "
+        f"PRV gives at most {over.eps_prv.max():.3f} for the same runs.")
+display(Markdown(" ".join(notes)))
+
+# %% [markdown]
 # ## Hyper-parameters
 #
 # At ε = 0.05, 0.2 and 1 the settings are the paper's own search results (`tab:dpsgd-search`,
@@ -72,9 +101,13 @@ table.round(2)
 # searched budgets on either side, each trained once on 50k training records, and chosen by
 # accuracy on the 10k held-out ones. Points whose σ and B fit no step in the budget are
 # recorded as infeasible. The test-selected point (possibly the paper's way) is reported
-# beside the clean one. Each row's *hyperparameters* column above says where its settings
-# came from. A cell without a committed search uses the nearest searched budget's row. No
-# ledger counts the privacy cost of any search, the paper's included.
+# beside the clean one. The two are not measured alike: the test choice's number is one
+# seed's best accuracy over evaluations (how it was chosen), the clean choice's cell below is
+# five seeds' final accuracy; each grid point is trained once (one seed), so a choice between
+# points closer than the seed spread is partly chance. Each row's *hyperparameters* column
+# above says where its settings came from. A cell without a committed search uses the nearest
+# searched budget's row. No ledger counts the privacy cost of any search, the paper's
+# included.
 
 # %%
 search = pd.read_csv(report.PAPER_DIR / "tab_dpsgd_search.csv", keep_default_na=False)
@@ -94,28 +127,52 @@ fig, ax = plt.subplots(figsize=(6, 3.6))
 for (label, par), g in table.groupby(["method", "parameter"], sort=False):
     g = g.sort_values("epsilon")
     name = label + (f" {par}" if par else "")
-    line, = ax.plot(g.epsilon, g.ours, "o-", label=f"ours: {name}")
+    line, = ax.plot(g.epsilon, g.ours, "-", label=f"ours: {name}")
+    ax.plot(g.epsilon[g.profile == "paper"], g.ours[g.profile == "paper"], "o",
+            color=line.get_color())  # filled: paper scale; hollow: a pipeline check
+    ax.plot(g.epsilon[g.profile != "paper"], g.ours[g.profile != "paper"], "o",
+            mfc="none", color=line.get_color())
     ax.fill_between(g.epsilon, g.ours - g.ours_std, g.ours + g.ours_std,
                     color=line.get_color(), alpha=0.2)
     ax.plot(g.epsilon, g.paper, "x", color=line.get_color(), markersize=8)
 ax.set_xscale("log")
 ax.set_xlabel("ε (δ = 1e-5)")
 ax.set_ylabel("test accuracy (%)")
-ax.set_title(f"{dataset}: ours (lines, ±1 sd) and the paper (x); profile {profile}",
+ax.set_title(f"{dataset}: ours (lines, ±1 sd; hollow: pipeline check) and the paper (x)",
              fontsize=9)
+if (table.epsilon == float("inf")).any():
+    ax.annotate("ε = ∞ is off the log axis: see the table", (0.01, 0.01),
+                xycoords="axes fraction", fontsize=7)
 ax.legend(fontsize=7)
 plt.tight_layout()
 plt.show()
+
+# %% [markdown]
+# ## Does the claim hold on MNIST?
+#
+# "Similar" is read as: TopAgg's mean final accuracy is at most one pooled standard deviation
+# (over seeds) below GM-DP's, at each private budget with paper-scale cells of both (ε = ∞ is
+# not part of the claim). Taking TopAgg's best k selects on test accuracy, as a reader of the
+# paper's table would; each fixed k is counted too (no selection).
 
 # %%
 wins = report.similar_or_better(table)
 lines = []
 if wins:
     similar = [w for w in wins if w[1] >= -w[2]]
+    verdict = ("holds at every budget we have" if len(similar) == len(wins) else
+               "holds at none of the budgets we have" if not similar else
+               f"holds at {len(similar)} of the {len(wins)} budgets we have only")
     lines.append(
-        f"At paper scale, TopAgg's best k is within one standard deviation of GM-DP or better "
-        f"at {len(similar)} of {len(wins)} budgets ("
-        + "; ".join(f"ε={e:g}: {d:+.2f} points ({p})" for e, d, _, p in wins) + ").")
+        f"**On MNIST at paper scale the claim {verdict}**: TopAgg's best k is within one "
+        f"standard deviation of GM-DP or better at {len(similar)} of {len(wins)} budgets ("
+        + "; ".join(f"ε={e:g}: {d:+.2f} ± {sd:.2f} points ({p})" for e, d, sd, p in wins)
+        + ").")
+    for par in [f"k={k:g}" for k in ks]:
+        fixed = report.similar_or_better(table, parameter=par)
+        if fixed:
+            n_ok = sum(d >= -sd for _, d, sd, _ in fixed)
+            lines.append(f"With {par} fixed: {n_ok} of {len(fixed)}.")
 else:
     lines.append(f"No budget of this table has paper-scale cells of both TopAgg and GM-DP yet: "
                  f"the {profile}-profile rows above are pipeline checks, not a reproduction, "

@@ -31,7 +31,7 @@
 # %% tags=["parameters"]
 profile = "smoke"
 seed = 0
-seeds = 2
+seeds = 5
 dataset = "mnist"
 epsilons = [0.05]
 norm_ks = [0.6, 0.7, 0.8]

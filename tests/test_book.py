@@ -70,29 +70,72 @@ def test_full_image_table_is_transcribed_from_its_own_table():
         assert f"{r['value']:.2f}" in region, r
 
 
+def _latex_cells(line: str) -> list[float]:
+    """The numbers of one LaTeX table row after its label, cell by cell ("83.86 $\\pm$
+    {\\small 1.49}" gives 83.86 and 1.49; "--" gives nothing)."""
+    cells = line.split("\\\\")[0].split("&")[1:]
+    return [float(x) for c in cells for x in re.findall(r"(?<![\w.])\d+(?:\.\d+)?", c)]
+
+
 def test_dpsgd_search_table_is_transcribed_from_its_own_table():
+    """Cell by cell: each subtable (dataset, ε from its caption), each row (C, σ, B, lr), the
+    columns k = 0.6, 0.7, 0.8 and GM-DP in the paper's order."""
     if not PAPER_TEX.exists():
         pytest.skip("paper source not available")
     tex = PAPER_TEX.read_text()
     at = tex.index("\\label{tab:dpsgd-search}")
     region = tex[at: tex.index("\\end{table*}", at)]
+    names = {"MNIST": "mnist", "CIFAR-10": "cifar10"}
+    metrics = {"$c$": "max_grad_norm", "$\\sigma$": "sigma", "batch size": "batch_size",
+               "learning rate": "lr"}
+    columns = [("TopAgg", "k=0.6"), ("TopAgg", "k=0.7"), ("TopAgg", "k=0.8"), ("GM-DP", "")]
+    want = {}
+    for sub in region.split("\\begin{subtable}")[1:]:
+        m = re.search(r"\\caption\{\\small ([\w-]+) \(\$\\varepsilon=([\d.]+)\$\)\}", sub)
+        ds, eps = names[m.group(1)], float(m.group(2))
+        for line in sub.splitlines():
+            label = line.split("&")[0].strip()
+            if label in metrics:
+                vals = _latex_cells(line)
+                assert len(vals) == 4, line
+                for (method, par), v in zip(columns, vals, strict=True):
+                    want[(ds, method, eps, par, metrics[label])] = v
     rows = paper_values("tab_dpsgd_search.csv")
-    assert len(rows) == 96
-    for r in rows:
-        v = r["value"]
-        assert re.search(rf"(?<![\d.]){re.escape(f'{v:g}')}(?:\.0)?(?![\d])", region), r
+    assert len(want) == len(rows) == 96
+    got = {(r["dataset"], r["method"], float(r["epsilon"]), r["parameter"] or "", r["metric"]):
+           float(r["value"]) for r in rows}
+    assert got == want
 
 
 def test_control_table_is_transcribed_from_its_own_table():
+    """Cell by cell: the two result subtables (ε = 0.1, then 1.0, k = 0.8, as the caption
+    says), rows NormTopK (TopK-GM-DP, TopAgg, TopK-SGD) and no compression (GM-DP, --,
+    clipped SGD), each cell a mean and a standard deviation."""
     if not PAPER_TEX.exists():
         pytest.skip("paper source not available")
     tex = PAPER_TEX.read_text()
     at = tex.index("\\label{tab:control}")
     region = tex[at: tex.index("\\end{table}", at)]
+    region = region[region.index("Experimental results on MNIST"):]  # the results' caption
+    assert "$\\eps=0.1$ and $k=0.8$; (below) $\\eps=1.0$ and $k=0.8$" in region
+    lines = [ln for ln in region.splitlines() if "$\\pm$" in ln]
+    assert len(lines) == 4
+    want = {}
+    for eps, (top, bottom) in zip((0.1, 1.0), (lines[0:2], lines[2:4]), strict=True):
+        assert top.strip().startswith("\\texttt{NormTopK}")
+        assert bottom.strip().startswith("no compression")
+        for names, line in ((("TopK-GM-DP", "TopAgg", "TopK-SGD"), top),
+                            (("GM-DP", "clipped SGD"), bottom)):
+            vals = _latex_cells(line)
+            assert len(vals) == 2 * len(names), line
+            for i, name in enumerate(names):
+                want[(name, eps, "test_accuracy_percent")] = vals[2 * i]
+                want[(name, eps, "std_percent")] = vals[2 * i + 1]
     rows = paper_values("tab_control.csv")
-    assert len(rows) == 20
-    for r in rows:
-        assert f"{r['value']:.2f}" in region, r
+    assert {r["parameter"] for r in rows} == {"k=0.8"} and {r["dataset"] for r in rows} == {
+        "mnist"}
+    got = {(r["method"], float(r["epsilon"]), r["metric"]): float(r["value"]) for r in rows}
+    assert len(rows) == 20 and got == want
 
 
 def test_smoke_overrides_allow_three_steps():

@@ -842,17 +842,20 @@ def test_control_per_layer_runs_the_compressing_scenarios_as_cells_of_their_own(
         assert summ["config"]["sigma"] == flat[name]["config"]["sigma"]
     with pytest.raises(ValueError, match="scope"):
         tr.run_control("mnist", 1.0, 0.8, "smoke", seeds=[0], out=runs, scope="row")
+    tr.run_control("mnist", 1.0, 0.6, "smoke", seeds=[0, 1], out=runs)  # a k nobody asks for
     for d in runs.iterdir():  # commit them as paper-scale records
         summ = json.loads((d / "summary.json").read_text())
         (d / "paper").mkdir()
         (d / "paper" / "summary.json").write_text(json.dumps({**summ, "profile": "paper"}))
     paper = paper_rows("tab_control.csv", "tab:control")
-    t = control_table("mnist", [1.0], 0.8, paper, profile="smoke", seeds=[0], root=tmp_path)
-    assert list(t.scope) == ["flat"] * 5 + ["layer"] * 3
+    t = control_table("mnist", [1.0], [0.8], paper, profile="smoke", seeds=[0], root=tmp_path)
+    # every committed (ε, k) is shown, asked or not: k = 0.6's five, then k = 0.8's eight
+    assert list(t.scope) == ["flat"] * 10 + ["layer"] * 3
+    assert list(t.parameter) == ["k=0.6"] * 5 + ["k=0.8"] * 8
     lay = t[t.scope == "layer"].set_index("method")
     assert lay.ours.tolist() == pytest.approx([90.0] * 3)
     assert lay.loc["TopK-SGD", "paper"] == pytest.approx(98.03)  # the paper's value beside it
-    assert t[t.scope == "flat"].ours.tolist() == pytest.approx([80.0] * 5)
+    assert t[t.scope == "flat"].ours.tolist() == pytest.approx([80.0] * 10)
     assert len(scope_table("mnist", root=tmp_path)) == 0  # control cells are not scope rows
 
 
@@ -942,3 +945,62 @@ def test_every_table_column_finds_the_papers_number_at_every_budget(artifact, ks
         report.table_cells("tab:dpsgd-mnist", ks, [0.2])
     with pytest.raises(ValueError, match="artifact must be one of"):
         report.table_cells("tab:dpsgd", ks)
+
+
+def test_cpu_profile_is_the_paper_setting_cut_to_its_first_steps():
+    from datalens_lib.dpsgd.train import CPU_STEPS, make_config
+
+    paper = make_config("mnist", 1.0, "normtopk", 0.7, "paper")
+    cpu = make_config("mnist", 1.0, "normtopk", 0.7, "cpu")
+    assert paper.steps is None and cpu.steps == CPU_STEPS  # the budget allows 1063 here
+    assert (cpu.sigma, cpu.max_grad_norm, cpu.batch_size, cpu.lr) == (
+        paper.sigma, paper.max_grad_norm, paper.batch_size, paper.lr)
+    assert make_config("mnist", math.inf, "gmdp", 1.0, "cpu").steps == CPU_STEPS
+    # fewer when the budget allows fewer (eps = 0.5 with the eps = 1 row fits 2 steps), and
+    # none at all leaves T to train_dpsgd, which refuses it
+    assert make_config("mnist", 0.5, "normtopk", 0.7, "cpu").steps == 2
+    assert make_config("mnist", 0.5, "normtopk", 0.7, "cpu", sigma=0.5).steps is None
+    assert make_config("mnist", 1.0, "gmdp", 1.0, "cpu", steps=7).steps == 7
+
+
+def test_summaries_carry_the_steps_and_every_ledgers_epsilon(tmp_path):
+    from datalens_lib.dpsgd.report import _row
+    from datalens_lib.dpsgd.train import committed_summaries, privacy_summary, summarise
+
+    eps = {"paper": 0.05, "rdp": 0.106, "opacus_hook_rdp": 0.106, "prv": 0.038, "pld": 0.029}
+    recs = [{"seed": s, "final": 0.7 + s / 100, "best": 0.8, "steps": 756, "epsilon": eps,
+             "privacy": {"steps_set_by": "paper ledger"}} for s in range(2)]
+    summ = summarise(recs)
+    assert (summ["steps"], summ["steps_set_by"], summ["epsilon_spent"]) == (
+        756, "paper ledger", eps)
+    with pytest.raises(ValueError, match="disagree"):
+        privacy_summary([recs[0], {**recs[1], "steps": 755}])
+    # a committed summary written before summaries held them: read from its seed records
+    d = tmp_path / "dpsgd" / "mnist" / "gmdp-eps0.05" / "paper"
+    d.mkdir(parents=True)
+    old = {"cell": "gmdp-eps0.05", "method": "gmdp", "k": 1.0, "epsilon": 0.05,
+           "profile": "paper", "config": {"steps": None}, "seeds": [0, 1],
+           "final": summ["final"], "best": summ["best"]}
+    (d / "summary.json").write_text(json.dumps(old))
+    for r in recs:
+        (d / f"seed{r['seed']}.json").write_text(json.dumps(r))
+    got = committed_summaries("mnist", root=tmp_path)["gmdp-eps0.05"]
+    row = _row(got, pd.DataFrame(columns=["method", "parameter", "metric", "epsilon", "value"]),
+               "GM-DP", "", 0.05, "mnist")
+    assert (row["steps"], row["steps_set_by"]) == (756, "paper ledger")
+    assert (row["eps_paper"], row["eps_opacus_rdp"], row["eps_prv"]) == (0.05, 0.106, 0.038)
+
+
+def test_similar_or_better_leaves_out_eps_inf_and_can_fix_k():
+    from datalens_lib.dpsgd.report import similar_or_better
+
+    rows = [(e, m, p, o, sd) for e in (0.05, 1.0, math.inf) for m, p, o, sd in (
+        ("GM-DP", "", 80.0, 1.0), ("TopAgg", "k=0.6", 70.0, 1.0), ("TopAgg", "k=0.8", 79.5, 1.0))]
+    t = pd.DataFrame(rows, columns=["epsilon", "method", "parameter", "ours", "ours_std"])
+    t["profile"] = "paper"
+    t.loc[(t.epsilon == 1.0) & (t.parameter == "k=0.8"), "profile"] = "smoke"  # not compared
+    best = similar_or_better(t)
+    assert [(e, p) for e, _, _, p in best] == [(0.05, "k=0.8"), (1.0, "k=0.6")]
+    assert best[0][1] == pytest.approx(-0.5) and best[0][2] == pytest.approx(2 ** 0.5)
+    fixed = similar_or_better(t, parameter="k=0.6")
+    assert [d for _, d, _, _ in fixed] == pytest.approx([-10.0, -10.0])

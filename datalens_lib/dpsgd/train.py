@@ -47,6 +47,7 @@ from torch import nn
 from tqdm import tqdm
 
 from .._validate import choice, positive_float, positive_int
+from ..config import PROFILES  # the same three as DataLens's configs
 from ..data import load_dataset
 from ..privacy.subsampled import dpsgd_epsilon, dpsgd_ledgers, dpsgd_steps_for_budget
 from ..results import PAPER_DIR
@@ -381,15 +382,20 @@ def train_dpsgd(cfg: DPSGDConfig, *, seed: int = 0, data_dir=None,
     return rec
 
 
-PROFILES = ("smoke", "paper")
+#: the ``cpu`` profile's step cap: the paper setting's first steps (a pipeline check at the
+#: real data, model and batch size; a few minutes per cell on a 2-core CPU)
+CPU_STEPS = 100
 
 
 def make_config(dataset: str, epsilon: float, method: str, k: float, profile: str,
                 **overrides: Any) -> DPSGDConfig:
     """The config of one cell: ``paper`` takes C, σ, B, lr from ``tab:dpsgd-search``
-    (:func:`paper_hyperparameters`); ``smoke`` shrinks the data, runs 3 steps and raises σ
-    until they fit the budget (a pipeline check). ``overrides`` win over both (their names
-    are checked by the dataclass)."""
+    (:func:`paper_hyperparameters`); ``cpu`` is that setting cut to its first
+    :data:`CPU_STEPS` steps (fewer when the budget allows fewer; ε then stays under the
+    budget), as DataLens's ``cpu`` profile runs the paper setting's first steps; ``smoke``
+    shrinks the data, runs 3 steps and raises σ until they fit the budget. ``cpu`` and
+    ``smoke`` are pipeline checks, never compared with the paper. ``overrides`` win over every
+    profile (their names are checked by the dataclass)."""
     choice("profile", profile, PROFILES)
     choice("method", method, METHODS)
     k = 1.0 if method == "gmdp" else k
@@ -409,6 +415,13 @@ def make_config(dataset: str, epsilon: float, method: str, k: float, profile: st
     unknown = set(base) - fields
     if unknown:
         raise ValueError(f"unknown DP-SGD setting(s) {sorted(unknown)}; known: {sorted(fields)}")
+    if profile == "cpu" and "steps" not in overrides:
+        cap = base.get("steps")  # ε = ∞: the fixed 10 epochs
+        if cap is None:  # the steps the budget allows under the ledger that sets T
+            q = base["batch_size"] / (train_size(dataset, base.get("train_limit"))
+                                      - base.get("validation", 0))
+            cap = dpsgd_steps_for_budget(epsilon, q, base["sigma"], base.get("delta", 1e-5))
+        base["steps"] = min(CPU_STEPS, cap) or None  # 0: train_dpsgd says no step fits
     if profile == "smoke" and math.isfinite(epsilon) and "sigma" not in overrides:
         # the smoke data is small (q = B / 2048): raise σ until its 3 steps fit the budget
         q = base["batch_size"] / (train_size(dataset, base["train_limit"])
@@ -546,7 +559,21 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
         v = np.array([r[key] for r in records], dtype=np.float64)
         out[key] = {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if len(v) > 1
                     else None, "min": float(v.min()), "max": float(v.max())}
-    return out
+    return {**out, **privacy_summary(records)}
+
+
+def privacy_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the seeds of a cell share: the number of steps T, the ledger that set it (None:
+    T was fixed, as at ε = ∞, in ``tab:control`` and the ``cpu`` profile) and ε under every
+    ledger (``epsilon_spent``; None without noise). The seeds of a cell share one config, so
+    T and ε do not depend on the seed; a cell whose seeds disagree is refused."""
+    shared = {(r.get("steps"), r.get("privacy", {}).get("steps_set_by"),
+               json.dumps(r.get("epsilon"), sort_keys=True)) for r in records}
+    if len(shared) != 1:
+        raise ValueError(f"the seeds of one cell disagree on T or ε: {sorted(shared)}")
+    r = records[0]
+    return {"steps": r.get("steps"), "steps_set_by": r.get("privacy", {}).get("steps_set_by"),
+            "epsilon_spent": r.get("epsilon")}
 
 
 def cell_name(method: str, k: float, epsilon: float, scope: str = "flat") -> str:
@@ -601,7 +628,14 @@ def committed_summaries(dataset: str, profile: str = "paper",
                         root: Path | None = None) -> dict[str, dict[str, Any]]:
     """Committed cells: ``data/results/dpsgd/<dataset>/<cell>/<profile>/summary.json`` by
     cell name."""
-    return _committed(dataset, f"*/{profile}/summary.json", root)
+    out = _committed(dataset, f"*/{profile}/summary.json", root)
+    for cell, summ in out.items():  # summaries written before they held T and ε: their seeds
+        if "steps" not in summ:
+            folder = _results_base(dataset, root) / cell / profile
+            files = [folder / f"seed{s}.json" for s in summ["seeds"]]
+            summ.update(privacy_summary([json.loads(f.read_text()) for f in files])
+                        if all(f.exists() for f in files) else privacy_summary([{}]))
+    return out
 
 
 def committed_searches(dataset: str, root: Path | None = None) -> dict[str, dict[str, Any]]:
@@ -610,10 +644,14 @@ def committed_searches(dataset: str, root: Path | None = None) -> dict[str, dict
     return _committed(dataset, "*/search/search.json", root)
 
 
-def _committed(dataset: str, pattern: str, root: Path | None) -> dict[str, dict[str, Any]]:
+def _results_base(dataset: str, root: Path | None) -> Path:
     from ..results import RESULTS_DIR
 
-    base = (root or RESULTS_DIR) / "dpsgd" / dataset
+    return (root or RESULTS_DIR) / "dpsgd" / dataset
+
+
+def _committed(dataset: str, pattern: str, root: Path | None) -> dict[str, dict[str, Any]]:
+    base = _results_base(dataset, root)
     return {p.parent.parent.name: json.loads(p.read_text()) for p in sorted(base.glob(pattern))}
 
 
