@@ -451,6 +451,22 @@ def test_rdp_ledger_equals_dp_accountings_for_the_same_orders():
         dpsgd_epsilon(10, 1.5, sigma, delta)
 
 
+def test_paper_ledger_is_the_simple_conversion_of_dp_accountings_rdp():
+    """The ledger that sets T: dp_accounting's RDP of the Poisson-subsampled Gaussian on the
+    same dense orders (up to 1024), then eps = min over orders of R(a) + log(1/delta)/(a - 1)
+    (Mironov 2017, Prop. 3), computed here independently of our conversion."""
+    from datalens_lib.privacy.subsampled import DPSGD_PAPER_ORDERS
+
+    orders = [a for a in DPSGD_PAPER_ORDERS if a > 1]
+    assert max(orders) == 1024 and len(orders) > 100
+    for q, sigma, steps, delta in ((128 / 60000, 5.8, 756, 1e-5), (512 / 60000, 1.6, 1063, 1e-5)):
+        acc = rdp.RdpAccountant(orders=orders)
+        acc.compose(dpsgd_event(q, sigma, steps))
+        simple = min(r + math.log(1 / delta) / (a - 1)
+                     for a, r in zip(orders, acc._rdp, strict=True))
+        assert dpsgd_epsilon(steps, q, sigma, delta, "paper") == pytest.approx(simple, rel=1e-9)
+
+
 def test_steps_for_budget_reproduce_an_independent_readers_numbers():
     """dpsgd.md: with orders up to 1024 and the simple conversion, MNIST eps = 1 (B = 512,
     sigma 1.6) allows 1063 steps and eps = 0.05 (B = 128, sigma 5.8) 756."""
