@@ -21,7 +21,7 @@ from .data import DatasetNotFoundError, get_spec, resolve_dataset_dir
 from .evaluate import evaluate_samples, schedule_sensitivity
 from .privacy import topagg_sigma_for_queries
 from .provenance import REPO_ROOT, atomic_write_json, runs_root
-from .results import PAPER_DIR, RESULTS_DIR, latest_eval, paper_values
+from .results import PAPER_DIR, RESULTS_DIR, compared_with_paper, latest_eval, paper_values
 from .store import PROFILE_RANK, params_hash
 
 __all__ = ["available_configs", "get_spec", "load_config"]  # re-exported for notebooks
@@ -51,6 +51,18 @@ def smoke_aggregator_overrides(config: str, aggregator: str) -> dict[str, Any]:
     return {"aggregator": aggregator, "sigma": z * charged * (1 + 1e-9)}
 
 
+def _neighbouring(rec: dict[str, Any]) -> str | None:
+    """The neighbouring relation a run's ε is for. DataLens's follows from its teacher split
+    (``data.partition.NEIGHBOURING``; some records written before the relation was fixed
+    state the disjoint split's wording for a class-ordered run, so it is derived from the
+    config); other methods state theirs in the record; None without a guarantee."""
+    if rec.get("method", "datalens") == "datalens":
+        from .data.partition import NEIGHBOURING
+
+        return NEIGHBOURING[rec["config"].get("partition", TrainConfig.partition)]
+    return rec.get("privacy", {}).get("neighbouring")
+
+
 # DataLens records written before the harness named their DP guarantee
 _DATALENS_GUARANTEE = ("epsilon under paper, rdp and pld (data-independent conversions of the "
                        "same ledger); data_dependent is not a DP release")
@@ -67,7 +79,9 @@ def _summary(run_dir: Path, rec: dict[str, Any], ev: dict[str, Any] | None) -> d
            "seconds_per_step": rec["timings"]["seconds_per_step"], "device": rec["device"],
            "hardware": rec["hardware"], "history": rec["history"], "git_sha": rec["git_sha"],
            "dp_guarantee": rec.get("privacy", {}).get("dp_guarantee") or (
-               _DATALENS_GUARANTEE if rec.get("method", "datalens") == "datalens" else None)}
+               _DATALENS_GUARANTEE if rec.get("method", "datalens") == "datalens" else None),
+           "moment_dtype": cfg.get("moment_dtype"), "neighbouring": _neighbouring(rec)}
+    out["family"] = run_family(out)
     if out["method"] == "gpate" and cfg.get("stop_on") == "data_dependent":
         # records of the official stopping rule written before methods.gpate.dp_guarantee
         # named the ledgers at the steps taken as the guarantee: one home for the sentence
@@ -275,8 +289,9 @@ def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] 
             variants.append((f"{r.method} (large batch)", f"{config}-large"))
         for label, cfg in variants:
             row = {"method": label, "dataset": r.dataset, "epsilon": str(r.epsilon),
-                   "paper": float(r.value), "profile": "-", "ours": None, "ours_clean": None,
-                   "ledgers": None, "dp_guarantee": None, "status": "ok"}
+                   "paper": float(r.value), "profile": "-", "family": "-", "ours": None,
+                   "ours_clean": None, "eval_epochs": None, "ledgers": None,
+                   "neighbouring": None, "dp_guarantee": None, "status": "ok"}
             need = data_status(r.dataset)
             if key not in METHODS:
                 row["status"] = "not implemented yet"
@@ -289,13 +304,15 @@ def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] 
                                   overrides=overrides.get(key))
                 committed = committed_setting(key, cfg, overrides.get(key))
                 shown = best_of(mine, *committed)
-                row.update({"profile": shown["profile"], "ours": shown.get("acc_paper"),
-                            "ours_clean": shown.get("acc_clean"),
+                row.update({"profile": shown["profile"], "family": shown["family"],
+                            "ours": shown.get("acc_paper"), "ours_clean": shown.get("acc_clean"),
+                            "eval_epochs": shown.get("eval_epochs"),
+                            "neighbouring": shown.get("neighbouring"),
                             "ledgers": ", ".join(f"{k} {v:.3g}" for k, v in
                                                  shown["epsilon_spent"].items()) or "none",
                             "dp_guarantee": shown.get("dp_guarantee")})
             rows.append(row)
-    return pd.DataFrame(rows)
+    return with_difference(pd.DataFrame(rows))
 
 
 def stopping_rule_table(root: Path | None = None) -> pd.DataFrame:
@@ -544,7 +561,11 @@ def committed_runs_table(root: Path | None = None) -> pd.DataFrame:
             "compute": compute_label(rec), "steps": s["steps"],
             "train_hours": s["train_seconds"] / 3600, "s_per_step": s["seconds_per_step"],
             "eval_epochs": s.get("eval_epochs"), "ours": s.get("acc_paper"),
-            "ours_clean": s.get("acc_clean"), "dataset": s["dataset"], "epsilon": s["epsilon"]})
+            "ours_clean": s.get("acc_clean"), "dataset": s["dataset"], "epsilon": s["epsilon"],
+            "family": s["family"],
+            # another setting than the config's (a variant folder): not the paper's cell
+            "variant": not run_matches(s, "datalens", {"moment_dtype": s["moment_dtype"]}
+                                       if s["moment_dtype"] else {})})
     return pd.DataFrame(rows)
 
 
@@ -727,16 +748,33 @@ def compare(rows: list[dict[str, Any]], csv_name: str, keys: tuple[str, ...],
 
 
 def with_difference(df: pd.DataFrame) -> pd.DataFrame:
-    """``difference`` = ours - paper, only for cells run at the paper profile (or rows with no
-    profile): a reduced profile's cell is a pipeline check, never a difference."""
+    """``difference`` = ours - paper, only for cells compared with the paper
+    (:func:`results.compared_with_paper` of the optional columns ``profile``, ``family``,
+    ``eval_epochs`` and ``variant``): a reduced profile's cell is a pipeline check, a CPU-family
+    cell is compared within its family only, and a shorter evaluation or a variant setting is
+    not the paper's number's setting."""
     df = df.copy()
+
+    def col(name: str) -> list[Any]:
+        return list(df[name]) if name in df else [None] * len(df)
+
     df["difference"] = [
         o - p if o is not None and p is not None and o == o and p == p
-        and (prof is None or prof == "paper") else None
-        for o, p, prof in zip(df.get("ours", [None] * len(df)), df.get("paper", [None] * len(df)),
-                              df["profile"] if "profile" in df else [None] * len(df),
-                              strict=True)]
+        and compared_with_paper(prof, fam, ep, var) else None
+        for o, p, prof, fam, ep, var in zip(col("ours"), col("paper"), col("profile"),
+                                            col("family"), col("eval_epochs"), col("variant"),
+                                            strict=True)]
     return df
+
+
+def run_family(summary: dict[str, Any]) -> str:
+    """``gpu``: a paper-profile run with the paper's float32 Adam moments (the GPU queue's);
+    ``cpu``: a paper-profile run with bfloat16 moments (the CPU queue's, the only way 4000
+    teachers fit 24 GiB, evaluated for 30 epochs); ``-``: another profile (a pipeline check).
+    Methods without Adam moments of their own count as ``gpu`` at the paper profile."""
+    if summary.get("profile") != "paper":
+        return "-"
+    return "cpu" if summary.get("moment_dtype") == "bfloat16" else "gpu"
 
 
 def agreement_paragraph(df: pd.DataFrame, what: str = "accuracy", tol: float = 0.05) -> str:
@@ -752,12 +790,21 @@ def agreement_paragraph(df: pd.DataFrame, what: str = "accuracy", tol: float = 0
                          "(see its config notes): they test the pipeline, not the paper's "
                          "claim, and are not compared with the paper's numbers.")
             continue
-        close = (grp["difference"].abs() <= tol).sum()
-        mean = grp["difference"].mean()
-        lines.append(
-            f"At the **{prof}** profile, {close} of {len(grp)} cells are within {tol:.2f} of "
-            f"the paper's {what}; the mean difference (ours − paper) is {mean:+.4f} "
-            f"(range {grp['difference'].min():+.4f} to {grp['difference'].max():+.4f}).")
+        aside = grp[grp["difference"].isna()]  # CPU family, short evaluation or variant
+        grp = grp[grp["difference"].notna()]
+        if len(grp):
+            close = (grp["difference"].abs() <= tol).sum()
+            mean = grp["difference"].mean()
+            lines.append(
+                f"At the **{prof}** profile, {close} of {len(grp)} cells are within {tol:.2f} of "
+                f"the paper's {what}; the mean difference (ours − paper) is {mean:+.4f} "
+                f"(range {grp['difference'].min():+.4f} to {grp['difference'].max():+.4f}).")
+        if len(aside):
+            lines.append(
+                f"{len(aside)} paper-setting cell(s) are shown but not compared with the "
+                "paper's numbers: CPU-family runs (bfloat16 Adam moments, 30-epoch evaluation) "
+                "are compared within their family only, and a shorter evaluation or a variant "
+                "is not the setting of the paper's number.")
     missing = df[df["ours"].isna()]
     if len(missing):
         why = ("; ".join(sorted({str(x) for x in missing["status"] if x and x != "ok"}))

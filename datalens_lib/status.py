@@ -10,6 +10,9 @@ the paper's transcribed numbers (``data/paper/*.csv``):
   pipeline check: it is counted as such and never compared with a paper number;
 * rows marked ``comparable: False`` (numbers on another scale than the paper's, such as IS
   and FID from our domain classifiers) count as paper-scale cells but never enter the median;
+  so do paper-profile rows run otherwise than the paper's number
+  (:func:`results.compared_with_paper`: the CPU family's bfloat16 Adam moments and 30-epoch
+  evaluation, a shorter evaluation, a variant setting);
 * a **verdict**: ``agrees`` (median |difference| within ``tolerance``), ``differs``,
   ``pipeline check only`` (ran, but not at paper scale), ``needs user data`` (every cell we
   lack needs a dataset that cannot be downloaded here), ``not run``, or for artifacts without
@@ -28,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from . import store
-from .results import PAPER_DIR
+from .results import PAPER_DIR, compared_with_paper
 
 VERDICTS = ("agrees", "differs", "shown at paper scale", "pipeline check only",
             "needs user data", "not run")
@@ -101,6 +104,8 @@ def _is_compared(c: dict[str, Any]) -> bool:
     ``comparable: False``, e.g. IS from our domain classifier against the paper's IS from an
     unpublished one, is shown at paper scale but never enters a difference)."""
     return (c.get("profile") == "paper" and c.get("comparable", True) is not False
+            and compared_with_paper(c.get("profile"), c.get("family"), c.get("eval_epochs"),
+                                    c.get("variant"))
             and _finite(c.get("ours")) and _finite(c.get("paper")))
 
 
@@ -114,7 +119,11 @@ def summarise(art: Artifact, tolerance: float = 0.02, root=None) -> dict[str, An
     # a cell ran when it has a number (tables) or any record at some profile (figures, timing)
     ran = [c for c in ours if _finite(c.get("ours")) or (not art.metric and c.get("profile"))]
     at_paper = [c for c in ran if c.get("profile") == "paper"]
-    other_scale = [c for c in at_paper if c.get("comparable", True) is False]
+    # shown at paper scale, never in the median: another scale (comparable False), or the
+    # paper setting run otherwise (the CPU family, a shorter evaluation, a variant)
+    other_scale = [c for c in at_paper if c.get("comparable", True) is False
+                   or not compared_with_paper(c.get("profile"), c.get("family"),
+                                              c.get("eval_epochs"), c.get("variant"))]
     med = float(pd.Series([abs(c["ours"] - c["paper"]) for c in compared]).median()) \
         if compared else None
     if compared:

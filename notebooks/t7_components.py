@@ -63,6 +63,7 @@ with store.Timer() as timer:
                              "status": "the budget allows no step at this profile"})
                 continue
             rows.append({"dataset": ds, "parameter": label, "profile": shown["profile"],
+                         "family": shown["family"], "eval_epochs": shown.get("eval_epochs"),
                          "ours": shown["acc_paper"], "ours_clean": shown["acc_clean"],
                          "steps": shown["steps"],
                          "steps_at_this_profile": mine["steps"] if mine else 0, "status": "ok"})

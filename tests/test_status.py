@@ -133,3 +133,36 @@ def test_percent_metrics_use_the_tolerance_in_points(tmp_path):
     m = status.method_matrix(root=tmp_path)
     gm = m[(m.artifact == "tab:dpsgd-mnist") & (m.method == "GM-DP")].iloc[0]
     assert gm["median difference"] == pytest.approx(-0.01)
+
+
+def test_cpu_family_and_short_evaluations_are_shown_but_never_compared(tmp_path):
+    """The paper setting run by the CPU queue (bfloat16 Adam moments, 30-epoch evaluation) or
+    evaluated for fewer epochs than the paper's numbers: paper scale, never in the median."""
+    from datalens_lib import book
+    from datalens_lib.results import compared_with_paper
+
+    assert compared_with_paper("paper") and compared_with_paper(None)
+    assert compared_with_paper("paper", "gpu", 600.0, False)
+    assert compared_with_paper("paper", float("nan"), float("nan"))  # missing columns
+    assert not compared_with_paper("smoke")
+    assert not compared_with_paper("paper", "cpu")
+    assert not compared_with_paper("paper", "gpu", 30)
+    assert not compared_with_paper("paper", "gpu", 600, variant=True)
+    assert book.run_family({"profile": "paper", "moment_dtype": "bfloat16"}) == "cpu"
+    assert book.run_family({"profile": "paper", "moment_dtype": "float32"}) == "gpu"
+    assert book.run_family({"profile": "cpu", "moment_dtype": "bfloat16"}) == "-"
+    art = next(a for a in status.artifacts() if a.artifact == "tab:hyperparam")
+    rows = [{"dataset": "mnist", "method": "DataLens", "parameter": "k=100", "ours": 0.50,
+             "paper": 0.5889, "profile": "paper", "family": "cpu", "eval_epochs": 30},
+            {"dataset": "mnist", "method": "DataLens", "parameter": "k=200", "ours": 0.68,
+             "paper": 0.7123, "profile": "paper", "family": "gpu", "eval_epochs": 600}]
+    diff = book.with_difference(pd.DataFrame(rows))["difference"].tolist()
+    assert math.isnan(diff[0]) and diff[1] == pytest.approx(-0.0323)
+    _save(tmp_path, "tab:hyperparam", rows)
+    row = status.summarise(art, root=tmp_path)
+    assert row["at paper scale"] == 2 and row["median |ours - paper|"] == pytest.approx(0.0323)
+    _save(tmp_path / "b", "tab:hyperparam", rows[:1])  # the CPU family alone
+    row = status.summarise(art, root=tmp_path / "b")
+    assert row["verdict"] == "shown at paper scale" and row["median |ours - paper|"] is None
+    text = book.agreement_paragraph(book.with_difference(pd.DataFrame(rows)))
+    assert "1 of 1 cells" in text and "1 paper-setting cell(s) are shown but not compared" in text
