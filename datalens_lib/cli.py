@@ -4,7 +4,7 @@ Subcommands:
   data list | check [NAME...] | fetch NAME [--dest DIR]
   privacy --k K --sigma S --delta D (--epsilon E | --queries T) [--json]
   privacy --k K --delta D --epsilon E --queries T [--json]   (sigma for a target)
-  train [--method datalens|dcgan] --config NAME --profile smoke|cpu|paper --out DIR
+  train [--method datalens|dcgan|gpate|dpgan] --config NAME --profile smoke|cpu|paper --out DIR
         [--resume] [--device auto|cpu|cuda] [--seed S] [--set KEY=VALUE]...
   evaluate RUN_DIR [--protocol paper|clean] [--epochs N] [--device ...]
   evaluate FILE.npz --dataset D [--epochs N]      any images+labels, the same protocol
@@ -12,6 +12,7 @@ Subcommands:
   publish-samples RUN_DIR --dest DIR [--n 10000]  a uint8 subset beside committed records
   domain-classifier --dataset D                   train the IS/FID network
   dpsgd --dataset mnist --epsilon E --k K --method normtopk|dimtopk|gmdp|sgd --seeds N
+        [--profile smoke|cpu|paper] [--control]
         [--search DIR [--validation 10000]]
   results [--json]        committed DataLens runs beside the paper's tab:image numbers
   run NOTEBOOK [-p KEY VALUE]... [--force] [--book]   execute one notebook with papermill
@@ -113,6 +114,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
         key, _, value = item.partition("=")
         overrides[key] = _parse_value(value)
     try:
+        from ._validate import nonneg_int
+
+        nonneg_int("--seed", args.seed)
         cls = method_class(args.method)
         cfg = load_config(args.config, args.profile, method=args.method, **overrides)
         method = cls(cfg, seed=args.seed, device=args.device, profile=args.profile)
@@ -138,16 +142,17 @@ def _evaluate_file(args: argparse.Namespace) -> int:
     if not args.dataset:
         print("error: evaluating a sample file needs --dataset", file=sys.stderr)
         return 2
-    epochs = args.epochs or 600
+    epochs = 600 if args.epochs is None else args.epochs
+    lr = 2e-3 if args.lr is None else args.lr
     try:
-        res = evaluate_samples(path, args.dataset, epochs=epochs, lr=args.lr or 2e-3,
+        res = evaluate_samples(path, args.dataset, epochs=epochs, lr=lr,
                                batch_size=args.batch_size, seed=args.seed,
                                device=str(resolve_device(args.device)), limit=args.limit)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     res.update(provenance())
-    variant = _eval_variant(args.lr or 2e-3, 2e-3, args.limit, args.seed)
+    variant = _eval_variant(lr, 2e-3, args.limit, args.seed)
     out = path.parent / (args.name or f"{path.stem}-eval-{epochs}ep{variant}.json")
     atomic_write_json(out, res)
     print(f"test accuracy: paper protocol (max over epochs) {res['paper']:.4f}, clean protocol "
@@ -163,10 +168,26 @@ def _eval_variant(lr: float, default_lr: float, limit: int | None, seed: int) ->
             + (f"-seed{seed}" if seed != 0 else ""))
 
 
+def _check_eval_args(args: argparse.Namespace) -> None:
+    """``datalens evaluate``'s numbers, each named in its error (None: the config's)."""
+    from ._validate import nonneg_int, positive_float, positive_int
+
+    for name, check in (("epochs", positive_int), ("lr", positive_float),
+                        ("limit", positive_int), ("seed", nonneg_int)):
+        value = getattr(args, name)
+        if value is not None:
+            check(f"--{name}", value)
+
+
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from .evaluate import evaluate_samples
     from .provenance import atomic_write_json, provenance
 
+    try:
+        _check_eval_args(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if args.run.endswith(".npz"):
         return _evaluate_file(args)
     run_dir = Path(args.run)
@@ -177,7 +198,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     cfg = rec["config"]
-    epochs = args.epochs or cfg["eval_epochs"]
+    epochs = cfg["eval_epochs"] if args.epochs is None else args.epochs
     try:
         _, path = _run_samples(run_dir)
     except FileNotFoundError as e:
@@ -196,10 +217,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from .datalens import resolve_device
 
     device = str(resolve_device(args.device))
-    lr = args.lr or cfg["eval_lr"]
-    res = evaluate_samples(run_dir / samples, cfg["dataset"], epochs=epochs,
-                           lr=lr, batch_size=cfg["eval_batch_size"], seed=args.seed,
-                           device=device, limit=args.limit)
+    lr = cfg["eval_lr"] if args.lr is None else args.lr
+    try:
+        res = evaluate_samples(run_dir / samples, cfg["dataset"], epochs=epochs,
+                               lr=lr, batch_size=cfg["eval_batch_size"], seed=args.seed,
+                               device=device, limit=args.limit)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     res.update(provenance())
     if epochs < cfg["eval_epochs"] and lr == cfg["eval_lr"] and args.limit is None:
         # say, from committed full-length runs, what the shorter schedule costs
@@ -531,9 +556,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="only this RDP-to-DP conversion (default: all)")
     pr.add_argument("--json", action="store_true", help="print JSON")
 
-    tr = sub.add_parser("train", help="train DataLens (paper Alg. 1)")
-    tr.add_argument("--method", default="datalens", help="datalens | dcgan (see "
-                    "datalens_lib.methods.METHODS)")
+    tr = sub.add_parser("train", help="train DataLens (paper Alg. 1) or a baseline "
+                        "(DC-GAN, G-PATE, DP-GAN) through the same harness")
+    tr.add_argument("--method", default="datalens", help="datalens | dcgan | gpate | dpgan "
+                    "(datalens_lib.methods.METHODS)")
     tr.add_argument("--config", required=True, help="e.g. mnist-eps1 (DC-GAN: mnist-epsinf)")
     tr.add_argument("--profile", default="paper", choices=PROFILES)
     tr.add_argument("--out", required=True, help="run folder")

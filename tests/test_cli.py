@@ -82,3 +82,18 @@ def test_reference_writes_record_and_extends(tmp_path, capsys, monkeypatch):
     assert two["test_accuracy_per_epoch"][0] == one["test_accuracy_per_epoch"][0]
     assert "real training set" in two["what"] and "git_sha" in two
     assert "real-data test accuracy" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, name", [(["--epochs", "0"], "--epochs"), (["--lr", "0"], "--lr"),
+                                        (["--lr", "-1"], "--lr"), (["--limit", "0"], "--limit"),
+                                        (["--seed", "-2"], "--seed")])
+def test_evaluate_refuses_bad_numbers_by_name(args, name, capsys):
+    """0 is not "the default" (it was read as one); each bad number is named, exit code 2."""
+    assert cli.main(["evaluate", "no-such-run", *args]) == 2
+    assert f"error: {name} must be" in capsys.readouterr().err
+
+
+def test_train_refuses_a_negative_seed_by_name(tmp_path, capsys):
+    assert cli.main(["train", "--config", "mnist-eps1", "--profile", "smoke", "--out",
+                     str(tmp_path / "run"), "--seed", "-1"]) == 2
+    assert "error: --seed must be >= 0" in capsys.readouterr().err
