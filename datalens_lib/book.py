@@ -442,10 +442,53 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
                 rows.append({"method": names[method], "dataset": s["dataset"],
                              "epsilon": snap["budget"], "run": f"{s['config']}/"
                              f"{Path(s['run_dir']).name}", "profile": s["profile"],
+                             "family": s["family"], "seed": s["seed"],
+                             "variant": not run_matches(s, method, {"moment_dtype":
+                                                                    s["moment_dtype"]}
+                                                        if s.get("moment_dtype") else {}),
                              "step": snap["step"], "paper": float(sel["value"].iloc[0])
                              if len(sel) else None, "ours": ev["paper"],
                              "ours_clean": ev["clean"], "eval_epochs": ev["epochs"]})
-    return pd.DataFrame(rows)
+    return with_difference(pd.DataFrame(rows)) if rows else pd.DataFrame(rows)
+
+
+def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
+    """Every cell of ``tab:lowdp`` (each method, dataset and budget of the paper's table) with
+    our committed budget snapshots of that method's ε = 1 runs (:func:`snapshot_table`; the
+    paper's setting only, not variants), per run family: the mean and standard deviation over
+    training seeds, the shortest evaluation among them, and the paper's number; cells without
+    one say why (not implemented yet; DP-GAN calibrates its noise to the budget, so it needs
+    one run per budget; or not committed yet)."""
+    from .methods import METHODS
+
+    paper = paper_table("tab_lowdp.csv")
+    snaps = snapshot_table(root)
+    if len(snaps):
+        snaps = snaps[~snaps["variant"].astype(bool)]
+    rows = []
+    for r in paper.itertuples():
+        key = PAPER_METHODS.get(r.method)
+        eps = float(r.epsilon)
+        base = {"method": r.method, "dataset": r.dataset, "epsilon": eps,
+                "paper": float(r.value)}
+        mine = snaps[(snaps["method"] == r.method) & (snaps["dataset"] == r.dataset)
+                     & (snaps["epsilon"] == eps)] if len(snaps) else snaps
+        if len(mine):
+            for (prof, fam), g in mine.groupby(["profile", "family"]):
+                rows.append({**base, "profile": prof, "family": fam, "seeds": len(g),
+                             "ours": float(g["ours"].mean()),
+                             "ours_sd": float(g["ours"].std()) if len(g) > 1 else None,
+                             "ours_clean": float(g["ours_clean"].mean()),
+                             "eval_epochs": int(g["eval_epochs"].min()), "status": "ok"})
+            continue
+        why = ("not implemented yet" if key not in METHODS else
+               "DP-GAN calibrates its noise to the budget: one run per budget (not queued)"
+               if key == "dpgan" else "no committed ε = 1 run with evaluated snapshots yet")
+        if need := data_status(r.dataset):
+            why = need
+        rows.append({**base, "profile": "-", "family": "-", "seeds": 0, "ours": None,
+                     "ours_sd": None, "ours_clean": None, "eval_epochs": None, "status": why})
+    return with_difference(pd.DataFrame(rows))
 
 
 def committed_match(config: str, overrides: dict[str, Any] | None = None,

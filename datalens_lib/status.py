@@ -85,7 +85,7 @@ def our_rows(art: Artifact, root=None) -> list[dict[str, Any]]:
             c = {**c, "method": c.get("method", "DataLens"),
                  "profile": c.get("profile", rec["profile"])}
             key = tuple(str(c.get(k)) for k in ("dataset", "method", "epsilon", "parameter",
-                                                 "config", "teachers"))
+                                                 "config", "teachers", "family"))
             old = rows.get(key)
             if old is None or store.PROFILE_RANK.get(c.get("profile"), 0) > \
                     store.PROFILE_RANK.get(old.get("profile"), 0):

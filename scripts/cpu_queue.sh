@@ -141,6 +141,9 @@ JOBS=(
   "eval mnist-eps1/paper-cpu-fast eval-30ep-lr0.001.json 30 --lr 1e-3"
   "dpgan mnist-eps10 cpu 30" "gpate mnist-eps10 cpu 30"
   "dpgan fashion-mnist-eps10 cpu 30" "gpate fashion-mnist-eps10 cpu 30"
+  # T1's large-batch DP-GAN rows (DPImageBench's setting) not queued above
+  "dpgan fashion-mnist-eps1-large cpu 30"
+  "dpgan mnist-eps10-large cpu 30" "dpgan fashion-mnist-eps10-large cpu 30"
   "datalens mnist-eps1 paper-cpu-fetchsgd-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-coded"
   "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-coded"
   # issue 12, item 4: the paper text's eps = 10 settings (k = 350, sigma = 900; 118 steps)

@@ -383,6 +383,7 @@ GAN_ITEMS=(
   "dcgan fashion-mnist-epsinf paper 0"
   "dpgan mnist-eps1-large paper 0" "dpgan fashion-mnist-eps1-large paper 0"
   "dcgan mnist-epsinf paper 0"
+  "dpgan mnist-eps10-large paper 0" "dpgan fashion-mnist-eps10-large paper 0"
 )
 gan_lane() {
   local PARALLEL=${GPU_QUEUE_GAN_PARALLEL:-2} item
@@ -412,6 +413,10 @@ cell gpate fashion-mnist-eps1 paper-pld-stop 0 chunk=1000 conversion=pld
 # share of the gap there
 cell gpate mnist-eps10 paper-official-stop 0 chunk=1000 stop_on=data_dependent
 cell gpate fashion-mnist-eps10 paper-official-stop 0 chunk=1000 stop_on=data_dependent
+# tab:lowdp's G-PATE cells: a second training seed of the eps = 1 cells, with snapshots at
+# eps = 0.2 .. 0.8 (the committed `paper` runs predate them)
+cell gpate mnist-eps1 paper-seed1 1 chunk=1000 +snap
+cell gpate fashion-mnist-eps1 paper-seed1 1 chunk=1000 +snap
 # 3. Issue 12: more seeds of the four main cells (the committed `paper` folders are seed 0).
 for seed in 1 2; do
   for cfg in mnist-eps1 fashion-mnist-eps1 mnist-eps10 fashion-mnist-eps10; do

@@ -272,7 +272,9 @@ def test_dpsgd_lanes_run_beside_the_trainings_and_bring_searches_whole(queue_dir
 
 
 def test_a_search_whose_seeds_were_cut_still_comes_back_without_its_seeds(queue_dir: Path):
-    rc, log, _, _ = _run(queue_dir, seconds=20, GPU_QUEUE_DPSGD_LANES="1", FAKE_SEEDS_CUT="1")
+    # 45 s: the one lane walks ~30 cells before that search; 20 s was too few on a loaded
+    # machine (the CPU queue's two lanes beside it)
+    rc, log, _, _ = _run(queue_dir, seconds=45, GPU_QUEUE_DPSGD_LANES="1", FAKE_SEEDS_CUT="1")
     assert rc == 0, log[-2000:]
     files = {f for names in _tars(queue_dir / "out").values() for f in names}
     cell = "data/results/dpsgd/mnist/gmdp-eps0.5"

@@ -166,3 +166,40 @@ def test_cpu_family_and_short_evaluations_are_shown_but_never_compared(tmp_path)
     assert row["verdict"] == "shown at paper scale" and row["median |ours - paper|"] is None
     text = book.agreement_paragraph(book.with_difference(pd.DataFrame(rows)))
     assert "1 of 1 cells" in text and "1 paper-setting cell(s) are shown but not compared" in text
+
+
+def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
+    """tab:lowdp from budget snapshots of committed eps = 1 runs: seeds of one family are
+    averaged and compared with the paper; the CPU family is shown apart, never compared;
+    methods without snapshots say why."""
+    import json
+
+    from datalens_lib import book
+    from datalens_lib.config import load_config
+
+    def commit(folder, seed, moments, acc, epochs):
+        d = tmp_path / "datalens" / "mnist-eps1" / folder
+        d.mkdir(parents=True)
+        cfg = load_config("mnist-eps1", "paper", moment_dtype=moments).to_dict()
+        rec = {"config": cfg, "target_epsilon": 1.0, "profile": "paper", "seed": seed,
+               "steps": 86, "epsilon": {"paper": 0.99}, "device": "cpu", "hardware": {},
+               "history": [], "git_sha": "x",
+               "timings": {"train_seconds": 1.0, "seconds_per_step": 1.0},
+               "snapshots": [{"budget": 0.2, "step": 9, "exact": True, "samples": "s.npz"}]}
+        (d / "run.json").write_text(json.dumps(rec))
+        (d / f"snapshot-eps0.2-eval-{epochs}ep.json").write_text(json.dumps(
+            {"paper": acc, "clean": acc - 0.1, "epochs": epochs}))
+
+    commit("paper", 0, "float32", 0.40, 600)
+    commit("paper-seed1", 1, "float32", 0.44, 600)
+    commit("paper-cpu-fast", 0, "bfloat16", 0.30, 30)
+    t = book.lowdp_methods_table(root=tmp_path)
+    cell = t[(t.method == "DataLens") & (t.dataset == "mnist") & (t.epsilon == 0.2)]
+    gpu, cpu = cell[cell.family == "gpu"].iloc[0], cell[cell.family == "cpu"].iloc[0]
+    assert (gpu.seeds, gpu.ours, gpu.eval_epochs) == (2, pytest.approx(0.42), 600)
+    assert gpu.difference == pytest.approx(0.42 - gpu.paper)
+    assert cpu.seeds == 1 and math.isnan(cpu.difference)
+    other = t[(t.method == "DP-GAN") & (t.dataset == "mnist") & (t.epsilon == 0.2)].iloc[0]
+    assert other.profile == "-" and "one run per budget" in other.status
+    assert "not implemented" in t[t.method == "PATE-GAN"].iloc[0].status
+    assert len(t[t.method != "DataLens"]) == 40 and t.ours.notna().sum() == 2

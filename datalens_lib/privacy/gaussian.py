@@ -173,9 +173,11 @@ class CompressorAccountant:
 
 class GPATEDataDependentLedger:
     """The official G-PATE code's ledger (AI-secure/G-PATE ``rdp_utils.gnmax_thresh_aggregator``
-    with Papernot et al. 2018's ``pate_core``), kept as the ``paper`` ledger: **not a DP
-    guarantee** -- it depends on the private votes and is released without smooth-sensitivity
-    sanitisation. Per query and projected dimension:
+    with Papernot et al. 2018's ``pate_core``), kept as the ``data_dependent`` ledger of a
+    G-PATE record (its ``paper`` ledger is the simple RDP conversion of the sound,
+    data-independent one, :func:`gpate_noise_multiplier`): **not a DP guarantee** -- it depends
+    on the private votes and is released without smooth-sensitivity sanitisation. Per query and
+    projected dimension:
 
     - the threshold check, always: with p = P[max count + N(0, sigma_1^2) >= t] computed from
       the clean counts (max rounded, as there), log q = min(log p, log(1 - p)) and Theorem 6
