@@ -21,7 +21,15 @@ from .data import DatasetNotFoundError, get_spec, resolve_dataset_dir
 from .evaluate import evaluate_samples, schedule_sensitivity
 from .privacy import topagg_sigma_for_queries
 from .provenance import REPO_ROOT, atomic_write_json, runs_root
-from .results import PAPER_DIR, RESULTS_DIR, compared_with_paper, latest_eval, paper_values
+from .results import (
+    PAPER_DIR,
+    PAPER_METHODS,
+    RESULTS_DIR,
+    compared_with_paper,
+    latest_eval,
+    paper_values,
+)
+from .results import run_family as results_run_family
 from .store import PROFILE_RANK, params_hash
 
 __all__ = ["available_configs", "get_spec", "load_config"]  # re-exported for notebooks
@@ -254,8 +262,6 @@ def seed_spread(root: Path | None = None) -> pd.DataFrame:
 
 
 #: the paper's method names (``data/paper/tab_image.csv``) -> our registry keys
-PAPER_METHODS = {"DataLens": "datalens", "DC-GAN": "dcgan", "G-PATE": "gpate",
-                 "DP-GAN": "dpgan", "PATE-GAN": "pategan", "GS-WGAN": "gswgan"}
 
 
 def method_config(dataset: str, epsilon: str | float) -> str:
@@ -291,7 +297,8 @@ def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] 
             row = {"method": label, "dataset": r.dataset, "epsilon": str(r.epsilon),
                    "paper": float(r.value), "profile": "-", "family": "-", "ours": None,
                    "ours_clean": None, "eval_epochs": None, "ledgers": None,
-                   "neighbouring": None, "dp_guarantee": None, "status": "ok"}
+                   "neighbouring": None, "dp_guarantee": None, "status": "ok",
+                   "measured_cost": None, "paper_command": None}
             need = data_status(r.dataset)
             if key not in METHODS:
                 row["status"] = "not implemented yet"
@@ -311,8 +318,39 @@ def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] 
                             "ledgers": ", ".join(f"{k} {v:.3g}" for k, v in
                                                  shown["epsilon_spent"].items()) or "none",
                             "dp_guarantee": shown.get("dp_guarantee")})
+                if shown["profile"] != "paper":  # what the paper-scale cell would take
+                    row["paper_command"] = paper_command(key, cfg)
+                    row["measured_cost"] = measured_cost(key, cfg)
             rows.append(row)
     return with_difference(pd.DataFrame(rows))
+
+
+def paper_command(method: str, config: str) -> str:
+    """The commands that train and evaluate one ``tab:image`` cell at the paper profile
+    (resumable: rerun the same line after a kill)."""
+    out = f"runs/{method}/{config}/paper"
+    return (f"datalens train --method {method} --config {config} --profile paper --out {out} "
+            f"--resume && datalens evaluate {out} --epochs 30")
+
+
+def measured_cost(method: str, config: str, root: Path | None = None) -> str:
+    """What the committed runs of ``method`` at ``config`` took to train, largest profile
+    first (the paper profile's own cost where one ran, else a smaller profile's, labelled),
+    with the device: how to read the cost of the paper-scale cell we lack."""
+    every = committed_runs(root, method=method)
+    runs = sorted((s for s in every if s["config"] == config),
+                  key=lambda s: -PROFILE_RANK.get(s["profile"], 0))
+    other = ""
+    if not runs:  # the same method at another config: a hint, labelled as such
+        runs = sorted(every, key=lambda s: -PROFILE_RANK.get(s["profile"], 0))
+        if not runs:
+            return "not measured yet (no committed run of this method)"
+        other = f" (not this setting: {runs[0]['config']})"
+    s = runs[0]
+    hw = s["hardware"]
+    where = hw.get("gpu") or f"{hw.get('cpu', 'CPU')}, {hw.get('cores', '?')} cores"
+    return (f"{s['train_seconds'] / 3600:.2f} h training ({s['steps']} steps) at the "
+            f"{s['profile']} profile on {where}{other}")
 
 
 def stopping_rule_table(root: Path | None = None) -> pd.DataFrame:
@@ -811,13 +849,8 @@ def with_difference(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def run_family(summary: dict[str, Any]) -> str:
-    """``gpu``: a paper-profile run with the paper's float32 Adam moments (the GPU queue's);
-    ``cpu``: a paper-profile run with bfloat16 moments (the CPU queue's, the only way 4000
-    teachers fit 24 GiB, evaluated for 30 epochs); ``-``: another profile (a pipeline check).
-    Methods without Adam moments of their own count as ``gpu`` at the paper profile."""
-    if summary.get("profile") != "paper":
-        return "-"
-    return "cpu" if summary.get("moment_dtype") == "bfloat16" else "gpu"
+    """A run summary's family (:func:`results.run_family`)."""
+    return results_run_family(summary.get("profile"), summary.get("moment_dtype"))
 
 
 def agreement_paragraph(df: pd.DataFrame, what: str = "accuracy", tol: float = 0.05) -> str:

@@ -200,8 +200,16 @@ store.save_result("tab:image (all methods)", {"profile": profile, "seed": seed,
                                               "datasets": datasets,
                                               "gpate_stop_on": gpate_stop_on},
                   methods.to_dict("records"), profile=profile, seed=seed)
-methods[["method", "dataset", "epsilon", "paper", "profile", "family", "ours", "difference",
-         "ours_clean", "eval_epochs", "ledgers", "neighbouring", "dp_guarantee", "status"]]
+display(methods[["method", "dataset", "epsilon", "paper", "profile", "family", "ours",
+                 "difference", "ours_clean", "eval_epochs", "ledgers", "neighbouring",
+                 "dp_guarantee", "status"]])
+todo = methods[methods.paper_command.notna()]
+if len(todo):  # the cells not at paper scale: what they cost and how to run them
+    display(Markdown(f"{len(todo)} method cell(s) are not at paper scale yet. Their measured "
+                     "cost (from committed runs of that setting, largest profile) and the "
+                     "command that runs each at the paper profile:"))
+    display(todo[["method", "dataset", "epsilon", "profile", "measured_cost",
+                  "paper_command"]])
 
 # %% [markdown]
 # ### G-PATE: which ledger stops the run

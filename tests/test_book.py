@@ -623,3 +623,21 @@ def test_gpate_ledger_steps_match_the_committed_sound_run():
     # the guarantee of the official rule: eps at its cap, with the record's own ledger
     off = json.loads((committed / "mnist-eps1" / "paper-official-stop" / "run.json").read_text())
     assert row["cap_pld"] > off["epsilon"]["pld"] and row["official_max_steps"] == 1000
+
+
+def test_cells_not_at_paper_scale_get_a_command_and_a_measured_cost(tmp_path):
+    d = tmp_path / "gpate" / "mnist-eps1" / "paper"
+    d.mkdir(parents=True)
+    rec = {"config": {"dataset": "mnist"}, "target_epsilon": 1.0, "profile": "paper",
+           "seed": 0, "steps": 131, "epsilon": {"paper": 0.99}, "device": "cuda",
+           "hardware": {"gpu": "NVIDIA H200"}, "history": [], "git_sha": "x",
+           "timings": {"train_seconds": 7200.0, "seconds_per_step": 55.0}, "method": "gpate"}
+    (d / "run.json").write_text(json.dumps(rec))
+    assert book.measured_cost("gpate", "mnist-eps1", tmp_path) == (
+        "2.00 h training (131 steps) at the paper profile on NVIDIA H200")
+    assert book.measured_cost("gpate", "mnist-eps10", tmp_path).endswith(
+        "(not this setting: mnist-eps1)")
+    assert book.measured_cost("dpgan", "mnist-eps1", tmp_path).startswith("not measured yet")
+    cmd = book.paper_command("dpgan", "mnist-eps10-large")
+    assert "--method dpgan --config mnist-eps10-large --profile paper" in cmd
+    assert "--resume" in cmd and "datalens evaluate runs/dpgan/mnist-eps10-large/paper" in cmd

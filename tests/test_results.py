@@ -60,8 +60,38 @@ def test_best_profile_wins_and_comparison(tmp_path):
     assert len(rows) == 2
     (best,) = best_runs(rows)
     assert best["profile"] == "cpu" and best["acc_epoch_30"] == 0.5
-    (c,) = comparison(tmp_path, PAPER_DIR)
-    assert c["paper"] == 0.7123 and c["difference"] == pytest.approx(0.5 - 0.7123)
+    (c,) = comparison(tmp_path, PAPER_DIR)  # a cpu-profile run is shown, never compared
+    assert (c["method"], c["profile"], c["paper"]) == ("DataLens", "cpu", 0.7123)
+    assert c["ours_paper_protocol"] == 0.5 and c["difference"] is None
+
+
+def test_comparison_covers_every_method_and_compares_the_paper_setting_only(tmp_path):
+    """Per method and config: the run compared with the paper wins (paper profile, float32
+    moments, 600 epochs); the CPU family and a 30-epoch evaluation are shown, not compared;
+    DC-GAN's eps = inf row finds its paper number."""
+    def run(method, config, folder, profile, acc, epochs, moments="float32", eps=1.0):
+        d = tmp_path / method / config / folder
+        d.mkdir(parents=True)
+        ds = config.rsplit("-eps", 1)[0]
+        (d / "run.json").write_text(json.dumps({
+            "config": {"dataset": ds, "moment_dtype": moments}, "profile": profile,
+            "target_epsilon": eps, "steps": 5, "epsilon": {"paper": eps} if eps else {}}))
+        (d / f"eval-{epochs}ep.json").write_text(json.dumps(
+            {"paper": acc, "clean": acc - 0.1, "epochs": epochs}))
+
+    run("datalens", "mnist-eps1", "paper-cpu-fast", "paper", 0.64, 30, "bfloat16")
+    run("gpate", "mnist-eps1", "paper", "paper", 0.39, 600)
+    run("dcgan", "mnist-epsinf", "cpu", "cpu", 0.72, 30, eps=None)
+    rows = {(r["method"], r["config"]): r for r in comparison(tmp_path, PAPER_DIR)}
+    dl = rows[("DataLens", "mnist-eps1")]
+    assert dl["family"] == "cpu" and dl["difference"] is None and dl["paper"] == 0.7123
+    run("datalens", "mnist-eps1", "paper", "paper", 0.68, 600)
+    rows = {(r["method"], r["config"]): r for r in comparison(tmp_path, PAPER_DIR)}
+    dl = rows[("DataLens", "mnist-eps1")]
+    assert dl["folder"] == "paper" and dl["difference"] == pytest.approx(0.68 - 0.7123)
+    assert rows[("G-PATE", "mnist-eps1")]["difference"] == pytest.approx(0.39 - 0.5810)
+    dc = rows[("DC-GAN", "mnist-epsinf")]
+    assert dc["paper"] == 0.9653 and dc["difference"] is None and dc["epsilon_spent"] is None
 
 
 def test_committed_results_are_complete_records():
