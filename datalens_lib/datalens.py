@@ -418,6 +418,7 @@ class DataLens:
                         "accountant": "Gaussian RDP 2*k*lambda/sigma^2 per query, composed "
                                       "over queries (Theorem 3)",
                         "neighbouring": NEIGHBOURING[cfg.partition],
+                        "event": repr(self.acc.event()),
                         "dp_guarantee": "epsilon under paper, rdp and pld (data-independent "
                                         "conversions of the same ledger) for that "
                                         "neighbouring relation; data_dependent is not a DP "
@@ -426,12 +427,14 @@ class DataLens:
         if cfg.aggregator != "topagg":
             rec["privacy"] = {**self.agg.describe(self.d, cfg.teachers),
                               "neighbouring": rec["privacy"]["neighbouring"],
-                              "z_charged": self.acc.z_charged, "z_sound": self.acc.z_sound}
+                              "z_charged": self.acc.z_charged, "z_sound": self.acc.z_sound,
+                              "event": repr(self.acc.event())}  # the sound ledger's
         if cfg.adam_slots is not None:  # issue 12: the official code's shared Adam state
             coupled = cfg.teachers // cfg.adam_slots
             k_eff = cfg.k * coupled**2  # sensitivity 2 sqrt(k) * coupled = 2 sqrt(k_eff)
             eps["coupled_rdp"] = topagg_epsilon(self.acc.queries, k_eff, cfg.sigma, cfg.delta,
                                                 "rdp")
+            rec["privacy"]["event"] = repr(self.acc.event(k_eff))  # the coupled sensitivity
             rec["privacy"]["dp_guarantee"] = (
                 f"NOT the ledgers above: adam_slots = {cfg.adam_slots} makes {coupled} teachers "
                 "(trained on different partitions) share one Adam state, so one record can "

@@ -3,6 +3,7 @@
 import json
 import math
 
+import dp_accounting
 import pandas as pd
 import pytest
 import torch
@@ -526,7 +527,13 @@ def test_cli_dpsgd_smoke_records_resume_and_ledgers(tmp_path, capsys):
         assert r["epsilon"]["opacus_hook_rdp"] == pytest.approx(r["epsilon"]["rdp"], rel=1e-6)
         assert r["privacy"]["sensitivity"] == pytest.approx(math.sqrt(0.7) * r["config"][
             "max_grad_norm"])
+        # the record's event is the mechanism: Opacus's orders give its rdp ledger again
+        acc = rdp.RdpAccountant(orders=list(RDPAccountant.DEFAULT_ALPHAS))
+        acc.compose(eval(r["privacy"]["event"], vars(dp_accounting)))  # noqa: S307
+        assert acc.get_epsilon(1e-5) == pytest.approx(r["epsilon"]["rdp"], rel=1e-6)
     assert recs[0]["evaluations"] != recs[1]["evaluations"]  # seeds differ
+    summ0 = json.loads((out / "summary.json").read_text())  # T and every ledger's ε
+    assert (summ0["steps"], summ0["epsilon_spent"]) == (3, recs[0]["epsilon"])
     assert {r["device"] for r in recs} == {"cpu"}
     if not torch.cuda.is_available():  # a CUDA run is asked for on a machine without a GPU
         assert cli.main(args[:-3] + ["--out", str(tmp_path / "gpu"), "--device", "cuda"]) == 2

@@ -54,6 +54,26 @@ def test_resume_after_an_interruption_gives_the_same_run(name, tmp_path, mnist_d
     _assert_same_run(whole, rec, tmp_path / "a", tmp_path / "b", name)
     assert rec["privacy"]["dp_guarantee"] and json.loads(
         (tmp_path / "b" / "run.json").read_text())["status"] == "complete"
+    _assert_event_is_the_ledger(name, rec)
+
+
+def _assert_event_is_the_ledger(name, rec):
+    """The record's dp_accounting event, re-accounted by dp_accounting on the orders of the
+    record's own ``rdp`` ledger, gives that ledger's epsilon: the event is the mechanism."""
+    import dp_accounting
+    from dp_accounting import rdp
+    from opacus.accountants import RDPAccountant
+
+    from datalens_lib.privacy.accountant import RDP_ORDERS
+
+    event = eval(rec["privacy"]["event"], vars(dp_accounting))  # noqa: S307 -- our own repr
+    if name == "dcgan":
+        assert isinstance(event, dp_accounting.NonPrivateDpEvent) and rec["epsilon"] == {}
+        return
+    orders = list(RDPAccountant.DEFAULT_ALPHAS) if name == "dpgan" else list(RDP_ORDERS)
+    acc = rdp.RdpAccountant(orders=orders)
+    acc.compose(event)
+    assert acc.get_epsilon(1e-5) == pytest.approx(rec["epsilon"]["rdp"], rel=1e-6)
 
 
 def _assert_same_run(whole, rec, dir_a, dir_b, name):

@@ -49,7 +49,12 @@ from tqdm import tqdm
 from .._validate import choice, positive_float, positive_int
 from ..config import PROFILES  # the same three as DataLens's configs
 from ..data import load_dataset
-from ..privacy.subsampled import dpsgd_epsilon, dpsgd_ledgers, dpsgd_steps_for_budget
+from ..privacy.subsampled import (
+    dpsgd_epsilon,
+    dpsgd_event,
+    dpsgd_ledgers,
+    dpsgd_steps_for_budget,
+)
 from ..results import PAPER_DIR
 from .compress import SCOPES
 
@@ -368,6 +373,8 @@ def train_dpsgd(cfg: DPSGDConfig, *, seed: int = 0, data_dir=None,
         rec.update({"validation_examples": cfg.validation, "final_validation": val_evals[-1][1],
                     "best_validation": max(a for _, a in val_evals),
                     "validation_evaluations": val_evals})
+    rec["privacy"]["event"] = (repr(dpsgd_event(q, cfg.sigma, steps)) if private
+                               else "NonPrivateDpEvent()")
     if private:
         rec["epsilon"] = dpsgd_ledgers(steps, q, cfg.sigma, cfg.delta)
         rec["epsilon"]["opacus_hook_rdp"] = float(accountant.get_epsilon(cfg.delta))

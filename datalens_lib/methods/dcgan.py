@@ -197,4 +197,4 @@ class DCGAN:
     def record(self) -> dict[str, Any]:
         return {"epsilon": {}, "batch": self.cfg.batch_size, "train_images": len(self.x),
                 "privacy": {"mechanism": "none: non-private reference (the ε = ∞ column)",
-                            "dp_guarantee": "none"}}
+                            "event": "NonPrivateDpEvent()", "dp_guarantee": "none"}}

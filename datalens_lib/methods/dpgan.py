@@ -73,7 +73,7 @@ from ..config import config_from_dict
 from ..data import load_dataset
 from ..models import DF_DIM, DFC_DIM, KERNEL, Generator, cond_concat, same_pad
 from ..privacy.accountant import _largest_within
-from ..privacy.subsampled import dpsgd_epsilon, dpsgd_ledgers
+from ..privacy.subsampled import dpsgd_epsilon, dpsgd_event, dpsgd_ledgers
 
 
 @dataclass(frozen=True)
@@ -440,6 +440,7 @@ class DPGAN:
                               "Opacus RDP (stopping), Opacus PRV, dp_accounting PLD and the "
                               "simple RDP conversion (privacy.subsampled)",
                 "neighbouring": "add or remove one record",
+                "event": repr(dpsgd_event(self.q, self.sigma, self.d_steps)),
                 "dp_guarantee": "epsilon under every ledger (data-independent)",
             },
         }

@@ -268,8 +268,7 @@ class GPATE(DataLens):
                 "accountant": f"Gaussian RDP per query with noise multiplier z = "
                               f"(p/sigma_1^2 + 2p/sigma_2^2)^-1/2 = {self.acc.z:.4g}, composed "
                               "over queries, every check charged (data-independent)",
-                "event": f"SelfComposedDpEvent(GaussianDpEvent({self.acc.z!r}), "
-                         f"{self.acc.queries})",
+                "event": repr(self.acc.event()),
                 "neighbouring": NEIGHBOURING["shuffled"],
                 "dp_guarantee": dp_guarantee(cfg, self.batch),
             },

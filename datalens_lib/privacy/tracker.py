@@ -7,10 +7,17 @@ data-dependent RDP (``data_dependent.py``; not a DP release by itself).
 
 from __future__ import annotations
 
+import dp_accounting
 import numpy as np
 
 from .._validate import choice, nonneg_int, positive_float, positive_int, probability_open
-from .accountant import CONVERSIONS, PAPER_ORDERS, rdp_to_epsilon_paper, topagg_epsilon
+from .accountant import (
+    CONVERSIONS,
+    PAPER_ORDERS,
+    noise_multiplier,
+    rdp_to_epsilon_paper,
+    topagg_epsilon,
+)
 from .data_dependent import data_dependent_rdp, topagg_log_q_tilde
 
 
@@ -25,6 +32,14 @@ class TopAggAccountant:
         self.queries = 0
         self.dependent_rdp = np.zeros_like(self.orders)
         self.dependent_queries = 0
+
+    def event(self, k: int | None = None) -> dp_accounting.DpEvent:
+        """The data-independent ledger as a dp_accounting event: each query a Gaussian
+        mechanism of noise multiplier sigma / (2 sqrt(k)) (Lemma 1), composed (``k``: another
+        top-k for the same noise, e.g. a coupled sensitivity)."""
+        return dp_accounting.SelfComposedDpEvent(
+            dp_accounting.GaussianDpEvent(noise_multiplier(k or self.k, self.sigma)),
+            self.queries)
 
     def add_queries(self, n: int) -> None:
         """Record ``n`` queries without votes (data-independent accounting only)."""
