@@ -147,12 +147,13 @@ def _evaluate_file(args: argparse.Namespace) -> int:
     try:
         res = evaluate_samples(path, args.dataset, epochs=epochs, lr=lr,
                                batch_size=args.batch_size, seed=args.seed,
-                               device=str(resolve_device(args.device)), limit=args.limit)
+                               device=str(resolve_device(args.device)), limit=args.limit,
+                               pad_to=args.pad_to)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     res.update(provenance())
-    variant = _eval_variant(lr, 2e-3, args.limit, args.seed)
+    variant = _eval_variant(lr, 2e-3, args.limit, args.seed, args.pad_to)
     out = path.parent / (args.name or f"{path.stem}-eval-{epochs}ep{variant}.json")
     atomic_write_json(out, res)
     print(f"test accuracy: paper protocol (max over epochs) {res['paper']:.4f}, clean protocol "
@@ -160,11 +161,14 @@ def _evaluate_file(args: argparse.Namespace) -> int:
     return 0
 
 
-def _eval_variant(lr: float, default_lr: float, limit: int | None, seed: int) -> str:
-    """The record-name suffix of an evaluation variant (another lr, a first-N limit, another
-    classifier seed): a variant never takes the name of the default evaluation's record."""
+def _eval_variant(lr: float, default_lr: float, limit: int | None, seed: int,
+                  pad_to: int | None = None) -> str:
+    """The record-name suffix of an evaluation variant (another lr, a first-N limit, zero-row
+    padding, another classifier seed): a variant never takes the name of the default
+    evaluation's record."""
     return ((f"-lr{lr:g}" if lr != default_lr else "")
             + (f"-first{limit}" if limit is not None else "")
+            + (f"-padto{pad_to}" if pad_to is not None else "")
             + (f"-seed{seed}" if seed != 0 else ""))
 
 
@@ -173,10 +177,10 @@ def _check_eval_args(args: argparse.Namespace) -> None:
     from ._validate import nonneg_int, positive_float, positive_int
 
     for name, check in (("epochs", positive_int), ("lr", positive_float),
-                        ("limit", positive_int), ("seed", nonneg_int)):
+                        ("limit", positive_int), ("seed", nonneg_int), ("pad_to", positive_int)):
         value = getattr(args, name)
         if value is not None:
-            check(f"--{name}", value)
+            check(f"--{name.replace('_', '-')}", value)
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
@@ -221,12 +225,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     try:
         res = evaluate_samples(run_dir / samples, cfg["dataset"], epochs=epochs,
                                lr=lr, batch_size=cfg["eval_batch_size"], seed=args.seed,
-                               device=device, limit=args.limit)
+                               device=device, limit=args.limit, pad_to=args.pad_to)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     res.update(provenance())
-    if epochs < cfg["eval_epochs"] and lr == cfg["eval_lr"] and args.limit is None:
+    if (epochs < cfg["eval_epochs"] and lr == cfg["eval_lr"] and args.limit is None
+            and args.pad_to is None):
         # say, from committed full-length runs, what the shorter schedule costs
         from .book import schedule_check
 
@@ -234,7 +239,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.snapshot is not None:
         res["snapshot"] = snaps[args.snapshot]
     name = args.name or (f"{prefix}eval-{epochs}ep"
-                         f"{_eval_variant(lr, cfg['eval_lr'], args.limit, args.seed)}.json")
+                         f"{_eval_variant(lr, cfg['eval_lr'], args.limit, args.seed, args.pad_to)}"
+                         ".json")
     atomic_write_json(run_dir / name, res)
     print(f"test accuracy: paper protocol (max over epochs) {res['paper']:.4f}, "
           f"clean protocol (after {epochs} epochs) {res['clean']:.4f}"
@@ -587,6 +593,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--snapshot", type=float, default=None, metavar="EPS",
                     help="evaluate the samples of the generator snapshot at this budget")
     ev.add_argument("--limit", type=int, default=None, help="use only the first N samples")
+    ev.add_argument("--pad-to", type=int, default=None, metavar="N",
+                    help="pad the training set to N rows of zero images with zero targets, as "
+                    "the official Fashion-MNIST evaluation script does (an opt-in variant)")
     ev.add_argument("--name", default=None, help="output file name in the run folder")
     ev.add_argument("--dataset", default=None,
                     help="for a sample file (.npz): the dataset whose test set scores it")

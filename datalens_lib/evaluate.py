@@ -73,7 +73,7 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
                      lr: float = 2e-3, batch_size: int = 512, seed: int = 0,
                      device: str | torch.device = "cpu", progress: bool = True,
                      checkpoint: str | Path | None = None,
-                     checkpoint_every: int = 10) -> dict[str, Any]:
+                     checkpoint_every: int = 10, pad_to: int | None = None) -> dict[str, Any]:
     """Train ``EvalCNN`` with SGD and return per-epoch test accuracies and both protocols.
 
     With ``checkpoint``, the state (model, optimiser, RNG, accuracies so far) is saved every
@@ -82,12 +82,24 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     a later call with the same data, lr, batch size and seed but more epochs *continues* from
     the checkpoint (an interrupted call resumes the same way), and a call with fewer epochs
     than the checkpoint holds is answered from the stored per-epoch accuracies.
+
+    ``pad_to`` (the official Fashion-MNIST evaluation script's behaviour, an opt-in variant):
+    the training set is ``pad_to`` rows, the samples followed by rows of zero images with
+    all-zero target vectors (``np.zeros((100000, 794))`` filled from one 10k pickle). Keras's
+    categorical cross-entropy gives such a row zero loss and zero gradient, but it still counts
+    in the batch mean and in the epoch's shuffle: here each batch of ``batch_size`` shuffled
+    row indices trains on its real rows only, with their loss summed and divided by
+    ``batch_size``; a batch without real rows is skipped (plain SGD: a zero gradient changes
+    nothing). The zero rows are never computed.
     """
     epochs = positive_int("epochs", epochs)
     lr = positive_float("lr", lr)
     batch_size = positive_int("batch_size", batch_size)
     if len(x_train) != len(y_train) or len(x_train) == 0:
         raise ValueError("x_train and y_train must be non-empty and of equal length")
+    if pad_to is not None and positive_int("pad_to", pad_to) < len(x_train):
+        raise ValueError(f"pad_to ({pad_to}) is below the {len(x_train)} samples: it pads the "
+                         "training set with zero rows, it does not cut it (see limit)")
     device = torch.device(device)
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
@@ -102,6 +114,9 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     # classifier predicts one class, and the clean protocol reports that class's share)
     nonfinite_from: int | None = None
     key = [lr, batch_size, seed, len(xtr), len(xte), _fingerprint(x_train, y_train)]
+    if pad_to is not None:  # (keys of unpadded evaluations stay as they were)
+        key.append(pad_to)
+    rows = len(xtr) if pad_to is None else pad_to  # the epoch's shuffle covers the zero rows
     ckpt = Path(checkpoint) if checkpoint is not None else None
     times: list[float] = []  # cumulative training seconds after each epoch
     if ckpt is not None and ckpt.exists():
@@ -113,8 +128,9 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
             times = list(st["times"])
             nonfinite_from = st.get("nonfinite_from")  # absent from older checkpoints
             if len(accs) >= epochs:  # a longer schedule already ran: its prefix is the answer
-                return _classifier_result(accs[:epochs], lr, batch_size, seed, len(xtr),
-                                          times[epochs - 1], len(accs), nonfinite_from)
+                res = _classifier_result(accs[:epochs], lr, batch_size, seed, len(xtr),
+                                         times[epochs - 1], len(accs), nonfinite_from)
+                return res if pad_to is None else {**res, "pad_to": pad_to}
             model.load_state_dict(st["model"])
             opt.load_state_dict(st["opt"])
             gen.set_state(st["gen"])
@@ -126,10 +142,16 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     for epoch in tqdm(range(len(accs), epochs), disable=not progress, desc="classifier",
                       unit="epoch", initial=len(accs), total=epochs):
         model.train()
-        perm = torch.randperm(len(xtr), generator=gen).to(device)
-        for s in range(0, len(xtr), batch_size):
+        perm = torch.randperm(rows, generator=gen).to(device)
+        for s in range(0, rows, batch_size):
             idx = perm[s: s + batch_size]
-            loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
+            if pad_to is None:
+                loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
+            else:  # the real rows' loss summed over the whole batch's size (docstring)
+                real = idx[idx < len(xtr)]
+                if not len(real):
+                    continue
+                loss = F.cross_entropy(model(xtr[real]), ytr[real], reduction="sum") / len(idx)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -145,8 +167,11 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
                      "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda"
                      else None, "times": times, "nonfinite_from": nonfinite_from}
             atomic_save(ckpt, lambda tmp, st=state: torch.save(st, tmp))
-    return _classifier_result(accs, lr, batch_size, seed, len(xtr), times[-1], resumed_at,
-                              nonfinite_from)
+    res = _classifier_result(accs, lr, batch_size, seed, len(xtr), times[-1], resumed_at,
+                             nonfinite_from)
+    if pad_to is not None:
+        res["pad_to"] = pad_to
+    return res
 
 
 def _classifier_result(accs: list[float], lr: float, batch_size: int, seed: int, n_train: int,
@@ -182,21 +207,22 @@ def schedule_sensitivity(accs: list[float], lengths=(10, 30, 100, 300)) -> dict[
 
 
 def _eval_checkpoint(samples: Path, seed: int, lr: float = 2e-3,
-                     limit: int | None = None) -> Path:
+                     limit: int | None = None, pad_to: int | None = None) -> Path:
     """``.eval-seed<S>.ckpt`` beside ``samples.npz`` (the name earlier evaluations resume
     from); other sample files (budget snapshots) get their own ``.eval-<stem>-seed<S>.ckpt``,
     and evaluation variants (another learning rate than the book's 2e-3, the first ``limit``
     samples) theirs, so that no variant overwrites another's checkpoint."""
     stem = "" if samples.name == "samples.npz" else f"{samples.stem}-"
     variant = (f"lr{lr:g}-" if lr != 2e-3 else "") + (
-        f"first{limit}-" if limit is not None else "")
+        f"first{limit}-" if limit is not None else "") + (
+        f"padto{pad_to}-" if pad_to is not None else "")
     return samples.parent / f".eval-{stem}{variant}seed{seed}.ckpt"
 
 
 def evaluate_samples(samples: str | Path, dataset: str, *, epochs: int = 600, lr: float = 2e-3,
                      batch_size: int = 512, seed: int = 0, device: str = "cpu",
                      data_dir: str | Path | None = None, limit: int | None = None,
-                     progress: bool = True) -> dict[str, Any]:
+                     progress: bool = True, pad_to: int | None = None) -> dict[str, Any]:
     """Utility of a synthetic sample file (x, y; ``datalens_lib.samples``: float in [0, 1] or
     uint8, checked) on ``dataset``'s real test set."""
     ds = load_dataset(dataset, data_dir)
@@ -207,7 +233,8 @@ def evaluate_samples(samples: str | Path, dataset: str, *, epochs: int = 600, lr
         x, y = x[:limit], y[:limit]
     res = train_classifier(x, y, ds.x_test, ds.y_test, ds.num_classes, epochs=epochs, lr=lr,
                            batch_size=batch_size, seed=seed, device=device, progress=progress,
-                           checkpoint=_eval_checkpoint(Path(samples), seed, lr, limit))
+                           checkpoint=_eval_checkpoint(Path(samples), seed, lr, limit, pad_to),
+                           pad_to=pad_to)
     res["dataset"] = dataset
     if limit is not None:
         res["limit"] = limit  # only the first ``limit`` samples were used

@@ -408,7 +408,10 @@ def test_benchmark_runs_are_only_paper_run_records(tmp_path):
 def test_snapshot_table_reads_exact_evaluated_snapshots(tmp_path):
     run = tmp_path / "gpate" / "mnist-eps1" / "paper"
     run.mkdir(parents=True)
-    rec = {"method": "gpate", "config": {"dataset": "mnist"}, "target_epsilon": 1.0,
+    from datalens_lib.config import load_config
+
+    cfg = load_config("mnist-eps1", "paper", method="gpate").to_dict()
+    rec = {"method": "gpate", "config": cfg, "target_epsilon": 1.0,
            "profile": "paper", "seed": 0, "steps": 131, "epsilon": {"paper": 0.99},
            "timings": {"train_seconds": 1.0, "seconds_per_step": 0.1}, "device": "cpu",
            "hardware": {}, "history": [], "git_sha": "x",
@@ -425,6 +428,8 @@ def test_snapshot_table_reads_exact_evaluated_snapshots(tmp_path):
     r = t.iloc[0]
     assert (r["method"], r["epsilon"], r["step"], r["ours"]) == ("G-PATE", 0.2, 9, 0.3)
     assert r["paper"] == pytest.approx(0.223)  # data/paper/tab_lowdp.csv
+    # the paper's setting on the GPU family, but a 30-epoch evaluation: shown, not compared
+    assert (r["family"], bool(r["variant"])) == ("gpu", False) and r["difference"] is None
 
 
 def test_gap_analysis_and_seed_spread_from_records(tmp_path):
@@ -453,7 +458,16 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     assert lr["effect"] == pytest.approx(-0.02)
     queued = g[g.status.str.startswith("queued")]
     assert {"init-slots" in str(v) for v in queued.variant} == {False}  # nothing committed
-    assert len(queued) == 5  # init-slots, text, shuffled split, seed-1 eval, first 10k
+    # init-slots, text, shuffled split, seed-1 eval, first 10k, 10k padded with zero rows
+    assert len(queued) == 6
+    padded = tmp_path / "datalens" / "fashion-mnist-eps1" / "paper-cpu-fast"
+    padded.mkdir(parents=True)
+    (padded / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": 0.59}))
+    (padded / "samples-10k-eval-30ep-padto100000.json").write_text(json.dumps(
+        {"epochs": 30, "paper": 0.55, "pad_to": 100000}))
+    g = book.gap_analysis(tmp_path)
+    pad = g[g.variant == "paper-cpu-fast/samples-10k-eval-30ep-padto100000.json"].iloc[0]
+    assert pad["config"] == "fashion-mnist-eps1" and pad["effect"] == pytest.approx(-0.04)
     run("paper-cpu-seed1", 0.64, seed=1)
     spread = book.seed_spread(tmp_path).set_index(["config", "family"])
     sp = spread.loc[("mnist-eps1", "gpu")]

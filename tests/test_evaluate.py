@@ -357,3 +357,55 @@ def test_a_diverging_classifier_is_flagged_and_a_stable_one_is_not(tmp_path):
     assert last["diverged_at_epoch"] == len(CURVE)  # diverged in the schedule's last epoch
     assert _classifier_result(CURVE[:2], 2e-3, 512, 0, 100, 1.0, 0,
                               nonfinite_from=3)["diverged_at_epoch"] is None
+
+
+def test_zero_row_padding_is_the_official_fashion_scripts_batches(monkeypatch):
+    """pad_to: the epoch shuffles pad_to row indices; each batch trains on its real rows,
+    their summed loss over the batch's size (zero rows with zero targets: no loss, no
+    gradient, counted in the mean), and a batch of zero rows only is no step."""
+    made, forwards = [], []
+
+    class SpySGD(torch.optim.SGD):
+        def __init__(self, params, lr, **kw):
+            super().__init__(params, lr=lr, **kw)
+            self.n_steps = 0
+            made.append(self)
+
+        def step(self, closure=None):
+            self.n_steps += 1
+            return super().step(closure)
+
+    class SpyCNN(EvalCNN):
+        def forward(self, x):
+            forwards.append((self.training, x.shape[0]))
+            return super().forward(x)
+
+    monkeypatch.setattr(torch.optim, "SGD", SpySGD)
+    monkeypatch.setattr(ev, "EvalCNN", SpyCNN)
+    x, y = _toy()
+    res = train_classifier(x[:10], y[:10], x[50:], y[50:], 2, epochs=2, lr=0.1, batch_size=16,
+                           progress=False, pad_to=160)
+    (opt,) = made
+    train_sizes = [b for t, b in forwards if t]
+    assert sum(train_sizes) == 2 * 10 and all(0 < b <= 10 for b in train_sizes)
+    assert opt.n_steps == len(train_sizes) <= 2 * 10  # batches without real rows: no step
+    assert res["pad_to"] == 160 and res["n_train"] == 10
+    with pytest.raises(ValueError, match="pad_to"):
+        train_classifier(x[:10], y[:10], x[50:], y[50:], 2, epochs=1, pad_to=5, progress=False)
+
+
+def test_zero_row_padding_gradient_equals_explicit_zero_rows():
+    """The real rows' summed loss over the batch size has the gradient of Keras's categorical
+    cross-entropy mean over a batch that holds the zero rows (zero targets) too."""
+    torch.manual_seed(0)
+    model = EvalCNN((1, 28, 28), 10).eval()  # no dropout: the two passes are comparable
+    x = torch.rand(5, 1, 28, 28)
+    y = torch.randint(0, 10, (5,))
+    xb = torch.cat([x, torch.zeros(11, 1, 28, 28)])
+    target = torch.cat([F.one_hot(y, 10).float(), torch.zeros(11, 10)])
+    keras = -(target * F.log_softmax(model(xb), 1)).sum(1).mean()
+    g1 = torch.autograd.grad(keras, list(model.parameters()))
+    ours = F.cross_entropy(model(x), y, reduction="sum") / 16
+    g2 = torch.autograd.grad(ours, list(model.parameters()))
+    for a, b in zip(g1, g2, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
