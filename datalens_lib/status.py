@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from . import store
-from .results import PAPER_DIR, compared_with_paper
+from .results import PAPER_DIR, compared_with_paper, run_family
 
 VERDICTS = ("agrees", "differs", "shown at paper scale", "pipeline check only",
             "needs user data", "not run")
@@ -84,8 +84,13 @@ def our_rows(art: Artifact, root=None) -> list[dict[str, Any]]:
                 continue
             c = {**c, "method": c.get("method", "DataLens"),
                  "profile": c.get("profile", rec["profile"])}
+            fam = c.get("family")  # a table without the column: the profile's default
+            c["family"] = run_family(c["profile"], None) if fam is None or fam != fam else fam
+            # the CPU family's row of a cell is kept beside the other (T5 shows both); any
+            # other rows of a cell are one cell, the largest profile winning
             key = tuple(str(c.get(k)) for k in ("dataset", "method", "epsilon", "parameter",
-                                                 "config", "teachers", "family"))
+                                                 "config", "teachers")) + (
+                c["family"] == "cpu",)
             old = rows.get(key)
             if old is None or store.PROFILE_RANK.get(c.get("profile"), 0) > \
                     store.PROFILE_RANK.get(old.get("profile"), 0):

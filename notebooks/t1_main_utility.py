@@ -57,14 +57,15 @@ with store.Timer() as timer:
             shown = book.best_of(mine, book.committed_match(config))
             records.append(mine)
             rows.append({"dataset": ds, "epsilon": eps, "profile": shown["profile"],
+                         "family": shown["family"], "eval_epochs": shown.get("eval_epochs"),
                          "ours": shown["acc_paper"], "ours_clean": shown["acc_clean"],
                          "steps": shown["steps"], "status": "ok"})
 table = book.compare(rows, "tab_image.csv", ("dataset", "epsilon"))
 store.save_result("tab:image", {"profile": profile, "seed": seed, "datasets": datasets,
                                 "epsilons": epsilons}, table.to_dict("records"),
                   profile=profile, seed=seed, duration_s=timer.seconds)
-table[["dataset", "epsilon", "profile", "paper", "ours", "difference", "ours_clean", "steps",
-       "status"]]
+table[["dataset", "epsilon", "profile", "family", "eval_epochs", "paper", "ours", "difference",
+       "ours_clean", "steps", "status"]]
 
 # %%
 done = table.dropna(subset=["ours"])

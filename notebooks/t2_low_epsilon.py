@@ -47,6 +47,7 @@ with store.Timer() as timer:
             mine = book.run_datalens(config, profile, seed=seed, overrides=over, device=device)
             shown = book.best_of(mine, book.committed_match(config, {"epsilon": eps}))
             rows.append({"dataset": ds, "epsilon": eps, "profile": shown["profile"],
+                         "family": shown["family"], "eval_epochs": shown.get("eval_epochs"),
                          "ours": shown["acc_paper"], "ours_clean": shown["acc_clean"],
                          "steps": shown["steps"], "steps_at_this_profile": mine["steps"],
                          "epsilon_spent": shown["epsilon_spent"]["paper"]})

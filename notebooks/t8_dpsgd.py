@@ -80,7 +80,9 @@ over = private[private.eps_opacus_rdp > private.epsilon * (1 + 1e-6)]
 set_by = private.steps_set_by.dropna()
 notes = [f"T was set by the {', '.join(sorted(set(set_by)))} at {len(set_by)} of {len(private)} "
          "private cells" + ("." if len(set_by) == len(private) else
-                            "; the others ran a fixed T (the cpu or smoke profile).")]
+                            "; the others ran a fixed T (the cpu or smoke profile).")
+         if len(set_by) else "No private cell here had its T set by a ledger: every one ran a "
+         "fixed T (the cpu or smoke profile)."]
 if len(over):
     notes.append(
         "Opacus 1.6's RDP accountant reports more than the budget at ε ∈ {"

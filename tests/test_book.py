@@ -428,8 +428,9 @@ def test_snapshot_table_reads_exact_evaluated_snapshots(tmp_path):
     r = t.iloc[0]
     assert (r["method"], r["epsilon"], r["step"], r["ours"]) == ("G-PATE", 0.2, 9, 0.3)
     assert r["paper"] == pytest.approx(0.223)  # data/paper/tab_lowdp.csv
-    # the paper's setting on the GPU family, but a 30-epoch evaluation: shown, not compared
-    assert (r["family"], bool(r["variant"])) == ("gpu", False) and r["difference"] is None
+    # the paper's setting on the GPU family, a 30-epoch evaluation: compared
+    assert (r["family"], bool(r["variant"])) == ("gpu", False)
+    assert r["difference"] == pytest.approx(0.3 - 0.223)
 
 
 def test_gap_analysis_and_seed_spread_from_records(tmp_path):
@@ -463,10 +464,10 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     padded = tmp_path / "datalens" / "fashion-mnist-eps1" / "paper-cpu-fast"
     padded.mkdir(parents=True)
     (padded / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": 0.59}))
-    (padded / "samples-10k-eval-30ep-padto100000.json").write_text(json.dumps(
-        {"epochs": 30, "paper": 0.55, "pad_to": 100000}))
+    (padded / "samples-10k-eval-600ep-padto100000.json").write_text(json.dumps(
+        {"epochs": 600, "paper": 0.55, "pad_to": 100000}))
     g = book.gap_analysis(tmp_path)
-    pad = g[g.variant == "paper-cpu-fast/samples-10k-eval-30ep-padto100000.json"].iloc[0]
+    pad = g[g.variant == "paper-cpu-fast/samples-10k-eval-600ep-padto100000.json"].iloc[0]
     assert pad["config"] == "fashion-mnist-eps1" and pad["effect"] == pytest.approx(-0.04)
     run("paper-cpu-seed1", 0.64, seed=1)
     spread = book.seed_spread(tmp_path).set_index(["config", "family"])

@@ -998,6 +998,11 @@ def test_summaries_carry_the_steps_and_every_ledgers_epsilon(tmp_path):
         756, "paper ledger", eps)
     with pytest.raises(ValueError, match="disagree"):
         privacy_summary([recs[0], {**recs[1], "steps": 755}])
+    with pytest.raises(ValueError, match="disagree"):
+        privacy_summary([recs[0], {**recs[1], "epsilon": {**eps, "prv": 0.05}}])
+    # float noise between machines is one ledger
+    assert privacy_summary([recs[0], {**recs[1], "epsilon": {
+        **eps, "prv": eps["prv"] * (1 + 1e-12)}}])["epsilon_spent"] == eps
     # a committed summary written before summaries held them: read from its seed records
     d = tmp_path / "dpsgd" / "mnist" / "gmdp-eps0.05" / "paper"
     d.mkdir(parents=True)
@@ -1027,3 +1032,29 @@ def test_similar_or_better_leaves_out_eps_inf_and_can_fix_k():
     assert best[0][1] == pytest.approx(-0.5) and best[0][2] == pytest.approx(2 ** 0.5)
     fixed = similar_or_better(t, parameter="k=0.6")
     assert [d for _, d, _, _ in fixed] == pytest.approx([-10.0, -10.0])
+
+
+def test_cpu_profile_search_caps_each_point_by_its_own_budget(tmp_path, monkeypatch):
+    """At the cpu profile every grid point runs min(100, the steps its own σ and B allow)
+    (the base config's cap would overspend or underuse another point's budget), and a point
+    that fits no step is infeasible."""
+    import datalens_lib.dpsgd.train as tr
+
+    points = [{"sigma": s, "max_grad_norm": 12.0, "batch_size": 512, "lr": 0.1}
+              for s in (1.7, 3.4, 0.5)]  # at eps = 0.5: 54 steps, many, none
+    q = 512 / (60_000 - 10_000)
+    fits = [dpsgd_steps_for_budget(0.5, q, p["sigma"], 1e-5) for p in points]
+    assert 0 < fits[0] < tr.CPU_STEPS < fits[1] and fits[2] == 0
+    seen = []
+
+    def fake_train(cfg, *, seed, progress, device):
+        seen.append((cfg.sigma, cfg.steps))
+        return {"seed": seed, "steps": cfg.steps, "final": 0.5, "best": 0.6,
+                "final_validation": 0.5, "config": cfg.to_dict()}
+
+    monkeypatch.setattr(tr, "train_dpsgd", fake_train)
+    monkeypatch.setattr(tr, "search_grid", lambda *a: points)
+    found = tr.run_search("mnist", 0.5, "gmdp", 1.0, "cpu", out=tmp_path / "s")
+    assert seen == [(1.7, fits[0]), (3.4, tr.CPU_STEPS)]
+    assert [r["status"] for r in found["grid"]] == ["trained", "trained",
+                                                    "infeasible: not one step fits the budget"]

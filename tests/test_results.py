@@ -90,6 +90,10 @@ def test_comparison_covers_every_method_and_compares_the_paper_setting_only(tmp_
     dl = rows[("DataLens", "mnist-eps1")]
     assert dl["folder"] == "paper" and dl["difference"] == pytest.approx(0.68 - 0.7123)
     assert rows[("G-PATE", "mnist-eps1")]["difference"] == pytest.approx(0.39 - 0.5810)
+    run("dpgan", "mnist-eps1-large", "paper", "paper", 0.90, 30)  # DPImageBench's setting
+    rows = {(r["method"], r["config"]): r for r in comparison(tmp_path, PAPER_DIR)}
+    large = rows[("DP-GAN (large batch)", "mnist-eps1-large")]
+    assert large["paper"] == 0.4036 and large["difference"] is None
     dc = rows[("DC-GAN", "mnist-epsinf")]
     assert dc["paper"] == 0.9653 and dc["difference"] is None and dc["epsilon_spent"] is None
 

@@ -509,9 +509,11 @@ def run_search(dataset: str, epsilon: float, method: str, k: float, profile: str
                   if profile != "smoke" or p in ("lr", "max_grad_norm")}
         cfg = replace(base, **varied, hyperparameter_source="grid search")
         used = {p: getattr(cfg, p) for p in SEARCH_PARAMETERS}
-        if cfg.steps is None and dpsgd_steps_for_budget(
-                epsilon, cfg.batch_size / cfg.train_examples, cfg.sigma, cfg.delta,
-                "paper") == 0:
+        fits = dpsgd_steps_for_budget(epsilon, cfg.batch_size / cfg.train_examples, cfg.sigma,
+                                      cfg.delta, "paper")
+        if profile == "cpu" and "steps" not in overrides:  # the cap of this point's σ and B
+            cfg = replace(cfg, steps=min(CPU_STEPS, fits) or None)
+        if cfg.steps is None and fits == 0:
             rows.append({"point": i, **used, "steps": 0, "final_validation": None,
                          "final": None, "best": None,
                          "status": "infeasible: not one step fits the budget"})
@@ -573,11 +575,14 @@ def privacy_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
     """What the seeds of a cell share: the number of steps T, the ledger that set it (None:
     T was fixed, as at ε = ∞, in ``tab:control`` and the ``cpu`` profile) and ε under every
     ledger (``epsilon_spent``; None without noise). The seeds of a cell share one config, so
-    T and ε do not depend on the seed; a cell whose seeds disagree is refused."""
-    shared = {(r.get("steps"), r.get("privacy", {}).get("steps_set_by"),
-               json.dumps(r.get("epsilon"), sort_keys=True)) for r in records}
-    if len(shared) != 1:
-        raise ValueError(f"the seeds of one cell disagree on T or ε: {sorted(shared)}")
+    T and ε do not depend on the seed; a cell whose seeds disagree on T, on the ledger that set
+    it or on ε (beyond float noise: seeds run on different machines) is refused."""
+    shared = {(r.get("steps"), r.get("privacy", {}).get("steps_set_by")) for r in records}
+    eps = [r.get("epsilon") or {} for r in records]
+    same_eps = all(e.keys() == eps[0].keys() and all(
+        math.isclose(e[k], eps[0][k], rel_tol=1e-6, abs_tol=1e-12) for k in e) for e in eps)
+    if len(shared) != 1 or not same_eps:
+        raise ValueError(f"the seeds of one cell disagree on T or ε: {sorted(shared)}, {eps}")
     r = records[0]
     return {"steps": r.get("steps"), "steps_set_by": r.get("privacy", {}).get("steps_set_by"),
             "epsilon_spent": r.get("epsilon")}
