@@ -131,9 +131,9 @@ def _toy(n=70, seed=0):
     return x, y
 
 
-def test_sgd_schedule_learning_rate_and_batches(monkeypatch):
-    """Plain SGD at the given learning rate, batches of ``batch_size`` covering every training
-    record once per epoch (ceil(n / batch) steps), the test set scored after each epoch."""
+def _spy_on_training(monkeypatch):
+    """Spies on the classifier's SGD steps and forward passes: (optimisers made, [(training,
+    batch size)] per forward)."""
     made, forwards = [], []
 
     class SpySGD(torch.optim.SGD):
@@ -153,6 +153,13 @@ def test_sgd_schedule_learning_rate_and_batches(monkeypatch):
 
     monkeypatch.setattr(torch.optim, "SGD", SpySGD)
     monkeypatch.setattr(ev, "EvalCNN", SpyCNN)
+    return made, forwards
+
+
+def test_sgd_schedule_learning_rate_and_batches(monkeypatch):
+    """Plain SGD at the given learning rate, batches of ``batch_size`` covering every training
+    record once per epoch (ceil(n / batch) steps), the test set scored after each epoch."""
+    made, forwards = _spy_on_training(monkeypatch)
     x, y = _toy()
     # samples.npz stores float16 images; labels may come as any integer type
     x, y = x.astype(np.float16), y.astype(np.uint8)
@@ -363,25 +370,7 @@ def test_zero_row_padding_is_the_official_fashion_scripts_batches(monkeypatch):
     """pad_to: the epoch shuffles pad_to row indices; each batch trains on its real rows,
     their summed loss over the batch's size (zero rows with zero targets: no loss, no
     gradient, counted in the mean), and a batch of zero rows only is no step."""
-    made, forwards = [], []
-
-    class SpySGD(torch.optim.SGD):
-        def __init__(self, params, lr, **kw):
-            super().__init__(params, lr=lr, **kw)
-            self.n_steps = 0
-            made.append(self)
-
-        def step(self, closure=None):
-            self.n_steps += 1
-            return super().step(closure)
-
-    class SpyCNN(EvalCNN):
-        def forward(self, x):
-            forwards.append((self.training, x.shape[0]))
-            return super().forward(x)
-
-    monkeypatch.setattr(torch.optim, "SGD", SpySGD)
-    monkeypatch.setattr(ev, "EvalCNN", SpyCNN)
+    made, forwards = _spy_on_training(monkeypatch)
     x, y = _toy()
     res = train_classifier(x[:10], y[:10], x[50:], y[50:], 2, epochs=2, lr=0.1, batch_size=16,
                            progress=False, pad_to=160)
