@@ -11,6 +11,7 @@ tensors) and compares with the paper's definition, not with another run of the s
 
 import importlib
 
+import dp_accounting
 import numpy as np
 import pytest
 import torch
@@ -22,6 +23,7 @@ from datalens_lib.config import load_config
 from datalens_lib.datalens import DataLensTrainer, expected_steps, student_loss
 from datalens_lib.methods import harness
 from datalens_lib.privacy import topagg_epsilon, topagg_max_queries
+from datalens_lib.privacy.accountant import noise_multiplier
 
 # the module (the package also exports a function named ``topagg``)
 TOPAGG = importlib.import_module("datalens_lib.aggregation.topagg")
@@ -278,7 +280,11 @@ def test_run_record_says_what_ran(tmp_path, mnist_dir, monkeypatch):
     assert 0 < t["sample_seconds"] < t["wall_seconds_last_call"]
     assert t["train_seconds"] < t["wall_seconds_last_call"]
     assert rec["samples"] == {"file": "samples.npz", "n": 20, "dtype": "float16"}
-    assert {k: v for k, v in rec["privacy"].items() if k != "scope"} == PRIVACY_TEXT
+    assert {k: v for k, v in rec["privacy"].items() if k not in ("scope", "event")} == \
+        PRIVACY_TEXT
+    # the mechanism as an event: 30 Gaussian queries of noise multiplier sigma / 2 sqrt(k)
+    assert rec["privacy"]["event"] == repr(dp_accounting.SelfComposedDpEvent(
+        dp_accounting.GaussianDpEvent(noise_multiplier(cfg.k, cfg.sigma)), 30))
     assert rec["privacy"]["scope"].startswith("the guarantee covers what the mechanism")
     assert "note_moments" not in rec and "cuda_peak_gib" not in rec
     assert rec["peak_rss_gib"] > 0.1 and {"git_sha", "packages", "hardware"} <= set(rec)
