@@ -27,6 +27,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 # Transparent huge pages for PyTorch's CPU allocator: measured -27% time per teacher step on
 # the 2-core CI machine. Must be set before torch allocates; a user's own setting wins.
@@ -345,6 +346,8 @@ def _cmd_dpsgd(args: argparse.Namespace) -> int:
         over[key] = _parse_value(val)  # as `train --set`: JSON, else the plain string
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     try:
+        if "," in args.epsilon:
+            return _dpsgd_family(args, over, seeds)
         if args.validation is not None and not args.search:
             raise ValueError("--validation sets the held-out split of --search; give --search")
         if args.search:  # issue 13: the clean-protocol search, then the seeds with its choice
@@ -386,6 +389,43 @@ def _cmd_dpsgd(args: argparse.Namespace) -> int:
     f, b = summ["final"], summ["best"]
     print(f"{summ['cell']} ({len(seeds)} seeds): final {f['mean']:.4f} ± {f['std'] or 0:.4f}, "
           f"best {b['mean']:.4f} ± {b['std'] or 0:.4f}; records in {summ['folder']}")
+    return 0
+
+
+def _dpsgd_family(args: argparse.Namespace, over: dict[str, Any], seeds: list[int]) -> int:
+    """``datalens dpsgd --epsilon 0.3,0.5,0.7 --search DIR/{cell}/search --out
+    DIR/{cell}/paper``: several budgets, each searched and trained as ``--search`` does for
+    one, sharing the runs where one is a prefix of another (``train.run_search_family``)."""
+    from .dpsgd.train import cell_name, make_config, run_search_family
+
+    budgets = []
+    for e in args.epsilon.split(","):
+        try:
+            budgets.append(float(e))
+        except ValueError:
+            raise ValueError(f"--epsilon: {e!r} is not a number") from None
+    if args.control:
+        raise ValueError("--control takes one budget")
+    for name in ("search", "out"):
+        if "{cell}" not in (getattr(args, name) or ""):
+            raise ValueError(f"several budgets need --{name} with {{cell}} in it (each "
+                             "budget's cell folder), e.g. runs/dpsgd/mnist/{cell}/" +
+                             ("search" if name == "search" else args.profile))
+    scope = over.get("scope", "flat")
+    k = 1.0 if args.method in ("gmdp", "sgd") else args.k
+    make_config(args.dataset, max(budgets), args.method, k, args.profile, **over)  # checks
+
+    def folder(template: str):
+        return lambda e: Path(template.replace("{cell}", cell_name(args.method, k, e, scope)))
+
+    res = run_search_family(args.dataset, budgets, args.method, k, args.profile, seeds=seeds,
+                            search_dir=folder(args.search), out_dir=folder(args.out),
+                            validation=args.validation or 10_000, progress=not args.quiet,
+                            device=args.device, **over)
+    for e in sorted(res):
+        f = res[e]["final"]
+        print(f"{res[e]['cell']} ({len(seeds)} seeds): final {f['mean']:.4f} ± "
+              f"{f['std'] or 0:.4f}; records in {res[e]['folder']}")
     return 0
 
 
@@ -608,7 +648,10 @@ def build_parser() -> argparse.ArgumentParser:
     dp = sub.add_parser("dpsgd", help="DP-SGD with TopAgg (NormTopK), dimension top-k or "
                         "GM-DP (the paper's appendix); one record per seed")
     dp.add_argument("--dataset", default="mnist")
-    dp.add_argument("--epsilon", default="1.0", help="a number or inf")
+    dp.add_argument("--epsilon", default="1.0",
+                    help="a number or inf; several, comma-separated (with --search and --out "
+                    "holding {cell}): each budget's cell, the runs shared where one is the "
+                    "first steps of another (train.run_search_family)")
     dp.add_argument("--k", type=float, default=0.7, help="top-k fraction (normtopk, dimtopk)")
     dp.add_argument("--method", choices=("normtopk", "dimtopk", "gmdp", "sgd"),
                     default="normtopk")

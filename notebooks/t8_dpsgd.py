@@ -110,6 +110,14 @@ display(Markdown(" ".join(notes)))
 # above says where its settings came from. A cell without a committed search uses the nearest
 # searched budget's row. No ledger counts the privacy cost of any search, the paper's
 # included.
+#
+# ε = 0.3, 0.5 and 0.7 lie between the same two searched budgets, so they share one grid. SGD
+# here has no schedule and its random numbers are drawn from generators seeded once, so the
+# first T steps of a run to ε = 0.7 *are* the run with the same setting, seed and a smaller
+# budget whose ledger allows T steps. Each grid point and each seed is therefore trained once,
+# to the largest budget that uses it, and the records of the smaller budgets are read off on the
+# way (`datalens dpsgd --epsilon 0.3,0.5,0.7 …`; each such record names the run in its
+# `derived_from`; a test checks these records bit for bit against runs trained alone).
 
 # %%
 search = pd.read_csv(report.PAPER_DIR / "tab_dpsgd_search.csv", keep_default_na=False)
@@ -120,7 +128,7 @@ search
 # %%
 searches = report.search_table(dataset)
 display(Markdown(f"{len(searches)} committed validation-split searches for {dataset}"
-                 + (" (queued: `scripts/cpu_queue.sh`, jobs `dpsgd-search`)."
+                 + (" (queued: `scripts/cpu_queue.sh`, jobs `dpsgd-search` and `dpsgd-family`)."
                     if searches.empty else ":")))
 searches.round(2)
 

@@ -5,6 +5,7 @@ every other job runs alone after the lanes, records are copied to data/results."
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -28,7 +29,16 @@ case $cmd in
          echo '{"status": "complete"}' > "$out/run.json" ;;
   evaluate) echo '{}' > "$1/eval-1ep.json" ;;
   publish-samples) echo x > "$(arg --dest "$@")/samples-10k.npz" ;;
-  dpsgd) out=$(arg --out "$@"); search=$(arg --search "$@")
+  dpsgd) out=$(arg --out "$@"); search=$(arg --search "$@"); eps=$(arg --epsilon "$@")
+         if [[ $eps == *,* ]]; then  # several budgets: each cell's folders ({cell} in them)
+           for e in ${eps//,/ }; do
+             c=$(arg --method "$@")-k$(arg --k "$@")-eps$e
+             mkdir -p "${search//\{cell\}/$c}" "${out//\{cell\}/$c}"
+             for f in point0 search; do echo '{}' > "${search//\{cell\}/$c}/$f.json"; done
+             for f in seed0 summary; do echo '{}' > "${out//\{cell\}/$c}/$f.json"; done
+           done
+           echo "end $(date +%s.%N) ${OMP_NUM_THREADS:-all} $cmd $*" >> "$LOG"; exit 0
+         fi
          # as the real command: a search whose points are all there is not trained again
          if [[ -n $search && ! -f $search/point0.json ]]; then
            echo "searched $(date +%s.%N) $search" >> "$LOG.search"
@@ -153,3 +163,53 @@ def test_a_committed_search_is_reused_not_searched_again(queue_dir: Path):
     assert not (queue_dir / "dl.log.search").exists()
     assert (queue_dir / "runs/queue/dpsgd/mnist/normtopk-k0.8-eps0.1/search/point0.json"
             ).exists()
+
+
+def test_a_family_job_searches_its_budgets_in_one_command_and_copies_every_cell(
+        queue_dir: Path):
+    env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
+           "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "dpsgd-family normtopk 0.8 0.3,0.5 1",
+           "CPU_QUEUE_DPSGD_LANES": "2"}
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
+    calls = [r for r in _log(queue_dir) if r[0] == "start"]
+    assert len(calls) == 1 and "--epsilon 0.3,0.5 " in calls[0][3]
+    assert "--search runs/queue/dpsgd/mnist/{cell}/search" in calls[0][3]
+    for e in ("0.3", "0.5"):
+        cell = queue_dir / "data/results/dpsgd/mnist" / f"normtopk-k0.8-eps{e}"
+        for rel in ("search/search.json", "search/point0.json", "paper/seed0.json",
+                    "paper/summary.json"):
+            assert (cell / rel).exists(), (e, rel)
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert "(searched together): already committed, skipped" in res.stdout, res.stdout
+    assert len([r for r in _log(queue_dir) if r[0] == "start"]) == 1
+
+
+def test_a_family_job_keeps_a_committed_cell_and_hands_its_seeds_to_the_command(
+        queue_dir: Path):
+    """eps 0.5 committed (by the GPU queue, say), eps 0.3 not: the job runs for 0.3, the
+    committed seeds and points of 0.5 are where the command reuses them, and 0.5's committed
+    records are left as they are; a tab:dpsgd-search budget in a family is refused."""
+    done = queue_dir / "data/results/dpsgd/mnist/normtopk-k0.8-eps0.5"
+    for rel in ("search/search.json", "search/point0.json", "paper/seed0.json",
+                "paper/summary.json"):
+        (done / rel).parent.mkdir(parents=True, exist_ok=True)
+        (done / rel).write_text('{"committed": true}')
+    env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
+           "PYTHONPATH": str(ROOT), "CPU_QUEUE_DPSGD_LANES": "2",
+           "CPU_QUEUE_JOBS": "dpsgd-family normtopk 0.8 0.3,0.5 1\n"
+                             "dpsgd-family normtopk 0.8 0.5,1.0 1"}
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert "normtopk-k0.8-eps0.5: committed before, left as it is" in res.stdout, res.stdout
+    for rel in ("search/search.json", "paper/seed0.json", "paper/summary.json"):
+        assert json.loads((done / rel).read_text()) == {"committed": True}, rel
+    runs = queue_dir / "runs/queue/dpsgd/mnist/normtopk-k0.8-eps0.5"
+    assert (runs / "search/point0.json").exists() and (runs / "paper/seed0.json").exists()
+    assert (queue_dir / "data/results/dpsgd/mnist/normtopk-k0.8-eps0.3/paper/seed0.json"
+            ).exists()
+    assert "a tab:dpsgd-search budget is in it" in res.stdout
+    assert "FAILED (exit 2): dpsgd-family normtopk 0.8 0.5,1.0 1" in res.stdout
+    assert len([r for r in _log(queue_dir) if r[0] == "start"]) == 1

@@ -1058,3 +1058,165 @@ def test_cpu_profile_search_caps_each_point_by_its_own_budget(tmp_path, monkeypa
     assert seen == [(1.7, fits[0]), (3.4, tr.CPU_STEPS)]
     assert [r["status"] for r in found["grid"]] == ["trained", "trained",
                                                     "infeasible: not one step fits the budget"]
+
+
+# ------------------------------------------- budgets read off a run to a larger budget
+
+
+def _small(epsilon, **kw):
+    # n = 1536 - 512 = 1024 (16 batches an epoch), q = 1/16, sigma 2: eps 1.0 -> 21 steps,
+    # 1.2 -> 34, 1.3 -> 42
+    return DPSGDConfig(**{"method": "normtopk", "k": 0.7, "epsilon": epsilon, "sigma": 2.0,
+                          "max_grad_norm": 1.0, "batch_size": 64, "lr": 0.5, "eval_every": 5,
+                          "train_limit": 1536, "test_limit": 300, "validation": 512, **kw})
+
+
+@pytest.mark.usefixtures("real_mnist")
+def test_a_lower_budgets_record_read_off_a_longer_run_is_that_budgets_own_run():
+    """The prefix records of a run to eps = 1.3 (42 steps, three epochs of Poisson batches)
+    are, bit for bit, the runs at eps = 1.0 and 1.2 trained alone (ends off the evaluation
+    schedule and in the second and third epochs: steps 21 and 34), and the long run's own
+    record is the one it has without prefixes (the extra evaluations stay out of it)."""
+    from datalens_lib.dpsgd.train import train_dpsgd, train_dpsgd_with_prefixes
+
+    long, short = _small(1.3), [_small(1.0), _small(1.2)]
+    rec, derived = train_dpsgd_with_prefixes(long, short, seed=3, progress=False)
+    assert [d["steps"] for d in derived] == [21, 34] and rec["steps"] == 42
+    timing = ("train_seconds", "seconds_per_step", "derived_from")
+    for cfg, d in zip(short, derived, strict=True):
+        alone = train_dpsgd(cfg, seed=3, progress=False)
+        assert d["derived_from"] == {**d["derived_from"], "epsilon": 1.3, "steps": 42}
+        assert {k: v for k, v in d.items() if k not in timing} == {
+            k: v for k, v in alone.items() if k not in timing}
+    assert [s for s, _ in derived[1]["evaluations"]] == [5, 10, 15, 20, 25, 30, 34]
+    plain = train_dpsgd(long, seed=3, progress=False)
+    assert {k: v for k, v in rec.items() if k not in timing} == {
+        k: v for k, v in plain.items() if k not in timing}
+    assert [s for s, _ in rec["evaluations"]] == [5, 10, 15, 20, 25, 30, 35, 40, 42]
+
+
+def test_is_prefix_allows_only_the_budget_and_steps_to_differ():
+    from datalens_lib.dpsgd.train import is_prefix, train_dpsgd_with_prefixes
+
+    assert is_prefix(_small(1.2), _small(1.3))
+    assert not is_prefix(_small(1.3), _small(1.2))  # longer than the run
+    assert not is_prefix(_small(0.3), _small(1.3))  # not one step fits eps = 0.3
+    assert not is_prefix(_small(1.2, lr=0.4), _small(1.3))
+    assert not is_prefix(_small(1.2, hyperparameter_source="x"), _small(1.3))
+    assert not is_prefix(_small(1.2, sigma=1.5), _small(1.3))
+    assert not is_prefix(_small(math.inf, steps=4), _small(1.3))
+    assert is_prefix(_small(1.3, steps=3), _small(1.3, steps=15))
+    with pytest.raises(ValueError, match="not a prefix"):
+        train_dpsgd_with_prefixes(_small(1.2), [_small(1.3)], progress=False)
+
+
+@pytest.mark.parametrize("scale", [1, 1000])
+def test_search_family_reads_lower_budgets_off_the_largest_and_matches_separate_runs(
+        tmp_path, monkeypatch, scale):
+    """eps 0.3, 0.5 and 0.7 share one grid: each point is trained once (to 0.7) and each seed
+    once per clean choice, and every budget's records equal those of its own search and cell
+    run apart. scale 1: every budget chooses the same point (sigma 3.6, C 10); scale 1000:
+    0.7 chooses sigma 1.6 (infeasible below it), so 0.5's seeds are trained apart and 0.3's
+    read off them."""
+    from datalens_lib.dpsgd import train as tr
+
+    calls = []
+
+    def result(cfg, seed):
+        t = tr.prefix_steps(cfg)
+        rec = {"config": cfg.to_dict(), "seed": seed, "steps": t, "final": 0.5 + t * 1e-5,
+               "best": 0.6, "epsilon": {"paper": cfg.epsilon}}
+        if cfg.validation:  # C = 12 at sigma 1.6 (feasible at 0.7 only), else C = 10
+            rec["final_validation"] = (scale * cfg.max_grad_norm
+                                       * (1 if cfg.sigma < 2 else -1) + t)
+        return rec
+
+    def fake_prefixes(cfg, prefixes=(), *, seed=0, progress=False, device="cpu"):
+        calls.append((cfg.epsilon, cfg.validation > 0, seed))
+        assert all(tr.is_prefix(p, cfg) for p in prefixes)
+        return result(cfg, seed), [{**result(p, seed), "derived_from": {"epsilon": cfg.epsilon}}
+                                   for p in prefixes]
+
+    monkeypatch.setattr(tr, "train_dpsgd_with_prefixes", fake_prefixes)
+    monkeypatch.setattr(tr, "train_dpsgd", lambda cfg, **kw: fake_prefixes(cfg, (), **kw)[0])
+    budgets = (0.3, 0.5, 0.7)
+    fam = tr.run_search_family("mnist", budgets, "normtopk", 0.7, "paper", seeds=[0, 1],
+                               search_dir=lambda e: tmp_path / "f" / f"s{e}",
+                               out_dir=lambda e: tmp_path / "f" / f"c{e}")
+    grid = tr.search_grid("mnist", 0.7, "normtopk", 0.7)
+    searched = [c for c in calls if c[1]]
+    assert len(searched) == len(grid) and {c[0] for c in searched} == {0.7}
+    n_family = len(calls)
+    calls.clear()
+    for e in budgets:  # the same budgets run apart, as `datalens dpsgd --search` runs each
+        found = tr.run_search("mnist", e, "normtopk", 0.7, "paper", out=tmp_path / f"s{e}")
+        apart = tr.run_cell("mnist", e, "normtopk", 0.7, "paper", seeds=[0, 1],
+                            out=tmp_path / f"c{e}", **tr.searched_hyperparameters(found))
+        for pt in (tmp_path / "f" / f"s{e}").glob("point*.json"):  # read off 0.7's points
+            assert ("derived_from" in json.loads(pt.read_text())) == (e != 0.7)
+        mine = json.loads((tmp_path / "f" / f"s{e}" / "search.json").read_text())
+        assert mine["selected_validation"] == found["selected_validation"]
+        assert fam[e]["config"] == apart["config"] and fam[e]["final"] == apart["final"]
+        for s in (0, 1):
+            a = json.loads((tmp_path / f"c{e}" / f"seed{s}.json").read_text())
+            f = json.loads((tmp_path / "f" / f"c{e}" / f"seed{s}.json").read_text())
+            top = 0.7 if scale == 1 else max(0.5, e)  # the budget its seeds trained at
+            assert f.get("derived_from") == (None if e == top else {"epsilon": top})
+            assert {k: v for k, v in f.items() if k != "derived_from"} == a
+    # apart, every budget trains its own points and seeds
+    assert n_family == len(grid) + (2 if scale == 1 else 4) < len(calls)
+    assert (fam[0.7]["config"]["sigma"] == 1.6) == (scale == 1000)
+
+
+def test_search_family_refuses_to_overwrite_another_configs_seed(tmp_path, monkeypatch):
+    from datalens_lib.dpsgd import train as tr
+
+    def fake(cfg, prefixes=(), *, seed=0, progress=False, device="cpu"):
+        rec = {"config": cfg.to_dict(), "seed": seed, "steps": tr.prefix_steps(cfg),
+               "final": 0.5, "best": 0.6, "final_validation": -cfg.max_grad_norm}
+        return rec, [{**rec, "config": p.to_dict()} for p in prefixes]
+
+    monkeypatch.setattr(tr, "train_dpsgd_with_prefixes", fake)
+    monkeypatch.setattr(tr, "train_dpsgd", lambda cfg, **kw: fake(cfg, **kw)[0])
+    other = tmp_path / "c0.3" / "seed0.json"
+    other.parent.mkdir(parents=True)
+    other.write_text(json.dumps({"config": DPSGDConfig(lr=0.999).to_dict(), "seed": 0}))
+    with pytest.raises(ValueError, match="another config"):
+        tr.run_search_family("mnist", (0.3, 0.5), "normtopk", 0.8, "paper", seeds=[0],
+                             search_dir=lambda e: tmp_path / f"s{e}",
+                             out_dir=lambda e: tmp_path / f"c{e}")
+    assert json.loads(other.read_text())["config"]["lr"] == 0.999
+
+
+def test_search_family_refuses_bad_budgets(tmp_path):
+    from datalens_lib.dpsgd import train as tr
+
+    for bad in ((), (0.3, math.inf), (0.0,)):
+        with pytest.raises(ValueError, match="finite budgets"):
+            tr.run_search_family("mnist", bad, "gmdp", 1.0, "paper", seeds=[0],
+                                 search_dir=lambda e: tmp_path, out_dir=lambda e: tmp_path)
+    with pytest.raises(ValueError, match="not the grid"):
+        tr.run_search("mnist", 0.5, "gmdp", 1.0, "paper", out=tmp_path / "a",
+                      prefixes={0.1: tmp_path / "b"})
+    with pytest.raises(ValueError, match="not below"):
+        tr.run_search("mnist", 0.5, "gmdp", 1.0, "paper", out=tmp_path / "a",
+                      prefixes={0.7: tmp_path / "b"})
+
+
+@pytest.mark.usefixtures("real_mnist")
+def test_cli_dpsgd_several_budgets_fill_each_cells_folders(tmp_path, capsys):
+    base = ["dpsgd", "--k", "0.8", "--profile", "smoke", "--seeds", "1", "--quiet"]
+    assert cli.main([*base, "--epsilon", "0.5,0.7", "--search", str(tmp_path / "{cell}/s"),
+                     "--out", str(tmp_path / "{cell}/c")]) == 0
+    out = capsys.readouterr().out
+    for e in ("0.5", "0.7"):
+        assert f"normtopk-k0.8-eps{e} (1 seeds)" in out
+        assert (tmp_path / f"normtopk-k0.8-eps{e}" / "s" / "search.json").exists()
+        seed = json.loads((tmp_path / f"normtopk-k0.8-eps{e}" / "c" / "seed0.json").read_text())
+        assert seed["config"]["epsilon"] == float(e)
+    for bad, msg in ((["--epsilon", "0.5,x"], "not a number"),
+                     (["--epsilon", "0.5,0.7", "--search", "s", "--out", "o/{cell}"],
+                      "--search with {cell}"),
+                     (["--epsilon", "0.5,0.7", "--control"], "one budget")):
+        assert cli.main([*base, *bad]) == 2
+        assert msg in capsys.readouterr().err
