@@ -93,42 +93,6 @@ def latest_eval(run_dir: Path) -> dict[str, Any] | None:
     return json.loads(evals[-1].read_text()) if evals else None
 
 
-def datalens_runs(root: Path | None = None) -> list[dict[str, Any]]:
-    """One row per committed DataLens run: config, profile, privacy spent and utility."""
-    base = (root or RESULTS_DIR) / "datalens"
-    rows = []
-    for run_file in sorted(base.glob("*/*/run.json")):
-        rec = json.loads(run_file.read_text())
-        cfg = rec["config"]
-        row: dict[str, Any] = {
-            "config": run_file.parent.parent.name, "profile": rec["profile"],
-            "dataset": cfg["dataset"], "epsilon_target": rec["target_epsilon"],
-            "steps": rec["steps"], "queries": rec["queries"], "device": rec["device"],
-            "gpu": rec["hardware"].get("gpu"), "train_seconds": rec["timings"]["train_seconds"],
-            **{f"epsilon_{k}": v for k, v in rec["epsilon"].items()},
-        }
-        ev = latest_eval(run_file.parent)
-        if ev is not None:
-            accs = ev["test_accuracy_per_epoch"]
-            row.update({"eval_epochs": ev["epochs"], "acc_paper_protocol": ev["paper"],
-                        "acc_clean_protocol": ev["clean"], "best_epoch": ev["best_epoch"],
-                        "acc_epoch_30": accs[29] if len(accs) >= 30 else None,
-                        "acc_paper_protocol_30": max(accs[:30]) if len(accs) >= 30 else None})
-        rows.append(row)
-    return rows
-
-
-def best_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """For each config keep the run of the largest profile available (paper > cpu > smoke)."""
-    best: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        cur = best.get(r["config"])
-        if cur is None or PROFILE_RANK.get(r["profile"], 0) > PROFILE_RANK.get(
-                cur["profile"], 0):
-            best[r["config"]] = r
-    return [best[k] for k in sorted(best)]
-
-
 #: the folders of a config's main run at each profile (others are seeds and variants)
 MAIN_FOLDERS = ("paper", "paper-cpu-fast", "cpu", "smoke")
 

@@ -8,9 +8,7 @@ from conftest import SHARED
 from datalens_lib import cli
 from datalens_lib.results import (
     PAPER_DIR,
-    best_runs,
     comparison,
-    datalens_runs,
     paper_value,
     paper_values,
 )
@@ -56,11 +54,7 @@ def _fake_run(root: Path, config: str, profile: str, acc: float):
 def test_best_profile_wins_and_comparison(tmp_path):
     _fake_run(tmp_path, "mnist-eps1", "smoke", 0.2)
     _fake_run(tmp_path, "mnist-eps1", "cpu", 0.5)
-    rows = datalens_runs(tmp_path)
-    assert len(rows) == 2
-    (best,) = best_runs(rows)
-    assert best["profile"] == "cpu" and best["acc_epoch_30"] == 0.5
-    (c,) = comparison(tmp_path, PAPER_DIR)  # a cpu-profile run is shown, never compared
+    (c,) = comparison(tmp_path, PAPER_DIR)  # the larger profile; shown, never compared
     assert (c["method"], c["profile"], c["paper"]) == ("DataLens", "cpu", 0.7123)
     assert c["ours_paper_protocol"] == 0.5 and c["difference"] is None
 
@@ -99,10 +93,24 @@ def test_comparison_covers_every_method_and_compares_the_paper_setting_only(tmp_
 
 
 def test_committed_results_are_complete_records():
-    rows = datalens_runs()
-    for r in rows:
-        assert r["epsilon_paper"] <= r["epsilon_target"] + 1e-12
-        assert "acc_paper_protocol" in r and r["acc_clean_protocol"] <= r["acc_paper_protocol"]
+    """Every committed run of every method spent at most its budget under the ledger that
+    stopped it (the run's ``conversion``), and each evaluation's clean accuracy (last epoch)
+    is at most its paper-protocol one (best). G-PATE's official-stop variant is the
+    exception: its data-dependent ledger (not a DP guarantee) is charged for the step that
+    crosses the budget, as the official loop does, and its sound ledgers exceed the budget,
+    which is what the variant shows."""
+    from datalens_lib.results import RESULTS_DIR
+
+    runs = sorted(RESULTS_DIR.glob("*/*/*/run.json"))
+    assert len(runs) >= 10
+    for f in runs:
+        rec = json.loads(f.read_text())
+        cfg = rec["config"]
+        if rec.get("target_epsilon") is not None and cfg.get("stop_on") != "data_dependent":
+            assert rec["epsilon"][cfg["conversion"]] <= rec["target_epsilon"] + 1e-12, f
+        for ev in f.parent.glob("eval-*ep.json"):
+            e = json.loads(ev.read_text())
+            assert e["clean"] <= e["paper"], ev
 
 
 def test_cli_results(capsys):
