@@ -85,7 +85,9 @@ def dpsgd_epsilon(steps: int, q: float, sigma: float, delta: float,
     if ledger == "prv":
         acc = PRVAccountant()
         acc.history = [(sigma, q, steps)]
-        return float(acc.get_epsilon(delta))
+        with warnings.catch_warnings():  # its domain size comes from an RDP bound (the same
+            warnings.simplefilter("ignore", UserWarning)  # "largest alpha" warning): not ε
+            return float(acc.get_epsilon(delta))
     acc = pld.PLDAccountant()
     acc.compose(dpsgd_event(q, sigma, steps))
     return float(acc.get_epsilon(delta))
