@@ -14,6 +14,8 @@ Subcommands:
   dpsgd --dataset mnist --epsilon E --k K --method normtopk|dimtopk|gmdp|sgd --seeds N
         [--profile smoke|cpu|paper] [--control]
         [--search DIR [--validation 10000]]
+  dpsgd --epsilon 0.3,0.5,0.7 --search DIR/{cell}/search --out DIR/{cell}/paper ...
+        several budgets, each run trained once for every budget it passes through
   results [--json]        every method's committed runs beside the paper's tab:image numbers
   run NOTEBOOK [-p KEY VALUE]... [--force] [--book]   execute one notebook with papermill
   run-all [--profile smoke|cpu|paper] [--force] [--executor local|slurm ...]
