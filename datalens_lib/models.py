@@ -112,19 +112,21 @@ class Generator(nn.Module):
         return torch.sigmoid(h)
 
 
-def discriminator_shapes(y_dim: int, shape: tuple[int, int, int]) -> dict[str, tuple[int, ...]]:
-    """Parameter shapes of one teacher discriminator."""
+def discriminator_shapes(y_dim: int, shape: tuple[int, int, int], df_dim: int = DF_DIM,
+                         dfc_dim: int = DFC_DIM) -> dict[str, tuple[int, ...]]:
+    """Parameter shapes of one teacher discriminator (``df_dim``, ``dfc_dim``: the official
+    DataLens widths by default; carpedm20's DCGAN defaults are 64 and 1024)."""
     c, h, w = shape
     c1 = c + y_dim
-    c2 = DF_DIM + y_dim
+    c2 = df_dim + y_dim
     flat = c2 * (h // 4) * (w // 4)
     return {
         "w0": (c1, c + y_dim, KERNEL, KERNEL), "b0": (c1,),
         "w1": (c2, c1 + y_dim, KERNEL, KERNEL), "b1": (c2,),
         "g1": (c2,), "be1": (c2,),
-        "w2": (DFC_DIM, flat + y_dim), "b2": (DFC_DIM,),
-        "g2": (DFC_DIM,), "be2": (DFC_DIM,),
-        "w3": (1, DFC_DIM + y_dim), "b3": (1,),
+        "w2": (dfc_dim, flat + y_dim), "b2": (dfc_dim,),
+        "g2": (dfc_dim,), "be2": (dfc_dim,),
+        "w3": (1, dfc_dim + y_dim), "b3": (1,),
     }
 
 
@@ -150,11 +152,13 @@ class Discriminator(nn.Module):
     linear 1. TF flattens NHWC; this code flattens NCHW, a fixed permutation of the weights.
     """
 
-    def __init__(self, y_dim: int, shape: tuple[int, int, int]):
+    def __init__(self, y_dim: int, shape: tuple[int, int, int], df_dim: int = DF_DIM,
+                 dfc_dim: int = DFC_DIM):
         super().__init__()
         self.y_dim, self.shape = y_dim, shape
         self.params = nn.ParameterDict({k: nn.Parameter(torch.empty(s)) for k, s in
-                                        discriminator_shapes(y_dim, shape).items()})
+                                        discriminator_shapes(y_dim, shape, df_dim,
+                                                             dfc_dim).items()})
         init_discriminator_(dict(self.params))
 
     def forward(self, x: torch.Tensor, y_onehot: torch.Tensor) -> torch.Tensor:

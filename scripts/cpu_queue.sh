@@ -52,7 +52,6 @@ LOCKS=runs/queue/locks  # flock files: the lanes' job counter, one per searched 
 JOBS=(
   "datalens mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
   "datalens mnist-eps1 paper-cpu-bf16 30 moment_dtype=bfloat16 chunk=12 compute_dtype=bfloat16"
-  "dcgan mnist-epsinf cpu 30"
   "datalens mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
   # issue 14: a Fashion-MNIST eps = 1 run whose 10k subset is published (the committed GPU
   # cell predates publishing); issue 12: its eps = 0.2 ... 0.8 snapshots (tab:lowdp)
@@ -129,6 +128,9 @@ JOBS=(
   "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
   # issue 10: the baselines (cpu profiles: configs/<method>/*.json say what they change).
   # DP-GAN: 18,750 Opacus discriminator steps (~2-4 h here); G-PATE cpu: class-table fakes
+  # DC-GAN with carpedm20's discriminator widths (df_dim 64, dfc_dim 1024; 2026-11-28: the
+  # committed MNIST run, now cpu-datalens-d, had DataLens's 32 and 256)
+  "dcgan mnist-epsinf cpu 30"
   "dcgan fashion-mnist-epsinf cpu 30"
   "dpgan mnist-eps1 cpu 30"
   "datalens fashion-mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"

@@ -162,6 +162,28 @@ def test_dcgan_is_recorded_as_non_private(tmp_path, mnist_dir):
     assert torch.isfinite(torch.tensor(rec["history"][0]["d_loss"]))
 
 
+def test_dcgan_has_carpedm20s_discriminator_and_old_records_read_as_datalenss(mnist_dir):
+    """carpedm20's DCGAN class defaults (the paper's DC-GAN): df_dim 64, dfc_dim 1024; a
+    config written before the widths were settings ran DataLens's discriminator (32, 256)."""
+    from datalens_lib.methods.dcgan import DCGANConfig
+    from datalens_lib.models import DF_DIM, DFC_DIM
+
+    m = _method("dcgan", mnist_dir)
+    assert (m.cfg.df_dim, m.cfg.dfc_dim) == (64, 1024)
+    p = dict(m.D.params)
+    assert p["w1"].shape[0] == 64 + 10 and p["w2"].shape[0] == 1024
+    assert p["w3"].shape == (1, 1024 + 10)
+    for profile in ("cpu", "paper"):
+        cfg = load_config("fashion-mnist-epsinf", profile, method="dcgan")
+        assert (cfg.df_dim, cfg.dfc_dim) == (64, 1024)
+    old = {k: v for k, v in m.cfg.to_dict().items() if k not in ("df_dim", "dfc_dim")}
+    assert (DCGANConfig.from_dict(old).df_dim, DCGANConfig.from_dict(old).dfc_dim) == (
+        DF_DIM, DFC_DIM) == (32, 256)
+    assert DCGANConfig.from_dict(m.cfg.to_dict()) == m.cfg
+    with pytest.raises(ValueError, match="df_dim"):
+        DCGANConfig(dataset="mnist", df_dim=0)
+
+
 def test_gpate_paper_settings_give_the_official_query_budgets():
     """The data-independent ledger allows 1971 queries (131 steps of 15) at MNIST eps = 1 and
     1519 (50 steps of 30) at eps = 10 under the official conversion (shared notes)."""

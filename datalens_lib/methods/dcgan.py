@@ -2,11 +2,15 @@
 
 The paper says only that it uses the DCGAN of carpedm20/DCGAN-tensorflow with its defaults
 (l.336); how it was trained is not stated. We train the conditional DCGAN of ``models.py``
-(the same generator and discriminator DataLens uses) non-privately on the whole training set
-with that repository's defaults: Adam (lr 2e-4, beta1 0.5), batch 64, 25 epochs, and two
-generator steps after every discriminator step (its trick against a discriminator that wins
-too fast); z ~ U(-1, 1), the labels of each real batch condition the fakes of that step; a
-last incomplete batch is dropped, as there.
+non-privately on the whole training set with that repository's defaults: Adam (lr 2e-4, beta1
+0.5), batch 64, 25 epochs, and two generator steps after every discriminator step (its trick
+against a discriminator that wins too fast); z ~ U(-1, 1), the labels of each real batch
+condition the fakes of that step; a last incomplete batch is dropped, as there. Its MNIST
+model is the one DataLens's ``models.py`` follows, with the default widths of its DCGAN class
+(``main.py`` passes none for MNIST): the generator is the same (gf_dim 64, gfc_dim 1024), the
+discriminator wider than DataLens's (df_dim 64 and dfc_dim 1024 against 32 and 256), so
+``df_dim``/``dfc_dim`` default to carpedm20's. Records written before these were settings
+(the committed MNIST ``cpu-datalens-d`` run) ran DataLens's discriminator and say so.
 
 Our choices where neither says: BatchNorm uses batch statistics in training and sampling, as
 in DataLens's own generator (carpedm20's sampler uses moving averages), and samples are drawn
@@ -37,7 +41,7 @@ import torch.nn.functional as F
 from .._validate import positive_float, positive_int
 from ..config import config_from_dict
 from ..data import load_dataset
-from ..models import Discriminator, Generator
+from ..models import DF_DIM, DFC_DIM, Discriminator, Generator
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,10 @@ class DCGANConfig:
     beta1: float = 0.5
     g_steps: int = 2  # generator steps per discriminator step (carpedm20)
     z_dim: int = 100
+    # the discriminator's widths: carpedm20's defaults (its conv to df_dim + y_dim channels,
+    # its linear layer of dfc_dim units); DataLens's own discriminator is 32 and 256
+    df_dim: int = 64
+    dfc_dim: int = 1024
     train_limit: int | None = None
     n_samples: int = 100_000
     eval_epochs: int = 600
@@ -63,8 +71,8 @@ class DCGANConfig:
     def __post_init__(self) -> None:
         if self.epsilon is None or self.epsilon != math.inf:
             raise ValueError(f"DC-GAN is non-private: epsilon must be inf, got {self.epsilon}")
-        for name in ("epochs", "batch_size", "g_steps", "z_dim", "n_samples", "eval_epochs",
-                     "eval_batch_size"):
+        for name in ("epochs", "batch_size", "g_steps", "z_dim", "df_dim", "dfc_dim",
+                     "n_samples", "eval_epochs", "eval_batch_size"):
             positive_int(name, getattr(self, name))
         for name in ("lr", "eval_lr"):
             positive_float(name, getattr(self, name))
@@ -80,9 +88,14 @@ class DCGANConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DCGANConfig:
+        """A config from JSON. A config without the discriminator's widths was written before
+        they were settings (2026-11-28), when DC-GAN ran DataLens's discriminator: it gets
+        DataLens's widths, so an old record or checkpoint reads as what it ran."""
         d = dict(d)
         if d.get("epsilon", math.inf) is None:
             d["epsilon"] = math.inf
+        d.setdefault("df_dim", DF_DIM)
+        d.setdefault("dfc_dim", DFC_DIM)
         return config_from_dict(cls, d, "DC-GAN ")
 
 
@@ -111,7 +124,7 @@ class DCGAN:
         self.gen = torch.Generator().manual_seed(self.seed)  # shuffles, z
         torch.manual_seed(self.seed + 2)
         self.G = Generator(cfg.z_dim, self.y_dim, self.shape).to(self.device)
-        self.D = Discriminator(self.y_dim, self.shape).to(self.device)
+        self.D = Discriminator(self.y_dim, self.shape, cfg.df_dim, cfg.dfc_dim).to(self.device)
         betas = (cfg.beta1, 0.999)
         self.g_opt = torch.optim.Adam(self.G.parameters(), lr=cfg.lr, betas=betas)
         self.d_opt = torch.optim.Adam(self.D.parameters(), lr=cfg.lr, betas=betas)
