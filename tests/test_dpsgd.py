@@ -1220,3 +1220,27 @@ def test_cli_dpsgd_several_budgets_fill_each_cells_folders(tmp_path, capsys):
                      (["--epsilon", "0.5,0.7", "--control"], "one budget")):
         assert cli.main([*base, *bad]) == 2
         assert msg in capsys.readouterr().err
+
+
+def test_control_observations_hold_on_the_papers_table_and_fail_when_compression_costs_more():
+    from datalens_lib.dpsgd.report import control_observations, paper_rows, paper_value
+
+    paper = paper_rows("tab_control.csv", "tab:control")
+    names = ("TopAgg", "TopK-GM-DP", "TopK-SGD", "GM-DP", "clipped SGD")
+    for eps in (0.1, 1.0):
+        acc = {n: paper_value(paper, n, "k=0.8", eps, "test_accuracy_percent") for n in names}
+        sd = {n: paper_value(paper, n, "k=0.8", eps, "std_percent") for n in names}
+        obs = control_observations(acc, sd)
+        assert obs["noise_larger"] and obs["similar_or_better"], (eps, obs)
+    o = control_observations(acc, sd)  # eps = 1: 98.94 - 98.03 and 98.94 - 95.56
+    assert o["compression"]["without noise"] == pytest.approx(0.91)
+    assert o["noise"]["without compression"] == pytest.approx(3.38)
+    assert o["topagg_vs_gmdp"] == pytest.approx(-0.14)
+    worse = {**acc, "TopK-SGD": 64.30, "clipped SGD": 92.29, "GM-DP": 81.07,
+             "TopK-GM-DP": 70.27, "TopAgg": 71.31}  # a compression that costs 28 points
+    o = control_observations(worse, {n: 1.0 for n in names})
+    assert not o["noise_larger"] and not o["similar_or_better"]
+    assert control_observations({**worse, "TopAgg": 80.5}, {n: 1.0 for n in names})[
+        "similar_or_better"]
+    with pytest.raises(ValueError, match="missing"):
+        control_observations({"TopAgg": 1.0})

@@ -214,3 +214,36 @@ def scope_table(dataset: str, root=None) -> pd.DataFrame:
                      "flat_std": flat_sd, "gmdp": gm, "gmdp_std": gm_sd,
                      "per_layer_minus_flat": None if flat is None else layer - flat})
     return pd.DataFrame(rows, columns=SCOPE_COLUMNS)
+
+
+def control_observations(acc: dict[str, float], sd: dict[str, float] | None = None
+                         ) -> dict[str, Any]:
+    """The appendix's observations on ``tab:control`` (paper l.755-760), measured on one
+    (ε, k) of accuracies by scenario (``acc``, percent; ``sd``: their standard deviations over
+    seeds, optional):
+
+    - ``noise``: what noise costs, without compression (clipped SGD - GM-DP) and with it
+      (TopK-SGD - TopK-GM-DP); ``compression``: what compression costs, without noise
+      (clipped SGD - TopK-SGD) and with it (GM-DP - TopK-GM-DP);
+    - ``noise_larger``: the paper's second observation, noise costs more than compression in
+      both pairs;
+    - ``topagg_vs_gmdp`` (TopAgg - GM-DP) and ``similar_or_better``: the third, TopAgg within
+      the pooled standard deviation of the two cells or above (strictly not below without
+      ``sd``)."""
+    need = ("TopAgg", "TopK-GM-DP", "TopK-SGD", "GM-DP", "clipped SGD")
+    missing = [n for n in need if acc.get(n) is None]
+    if missing:
+        raise ValueError(f"tab:control needs every scenario; missing {missing}")
+    noise = {"without compression": acc["clipped SGD"] - acc["GM-DP"],
+             "with compression": acc["TopK-SGD"] - acc["TopK-GM-DP"]}
+    compression = {"without noise": acc["clipped SGD"] - acc["TopK-SGD"],
+                   "with noise": acc["GM-DP"] - acc["TopK-GM-DP"]}
+    diff = acc["TopAgg"] - acc["GM-DP"]
+    spread = 0.0
+    if sd is not None and sd.get("TopAgg") is not None and sd.get("GM-DP") is not None:
+        spread = math.sqrt((sd["TopAgg"] ** 2 + sd["GM-DP"] ** 2) / 2)
+    return {"noise": noise, "compression": compression,
+            "noise_larger": (noise["without compression"] > compression["without noise"]
+                             and noise["with compression"] > compression["with noise"]),
+            "topagg_vs_gmdp": diff, "pooled_sd": spread,
+            "similar_or_better": diff >= -spread}
