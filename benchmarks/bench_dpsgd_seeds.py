@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import time
+import sys
 import warnings
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -37,15 +38,8 @@ from datalens_lib.dpsgd.optimizer import TopAggDPOptimizer
 from datalens_lib.dpsgd.train import _data, make_config
 from datalens_lib.provenance import atomic_write_json, provenance
 
-
-def _best(f, reps: int) -> float:
-    f()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_dpsgd import _best  # noqa: E402  (the same best-of-reps timer)
 
 
 def main() -> None:
