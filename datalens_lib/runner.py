@@ -30,8 +30,8 @@ OUTPUT_DIR = REPO_ROOT / "book" / "notebooks"
 #: Book order; every notebook takes ``profile`` and ``seed``.
 NOTEBOOKS = ("t1_main_utility", "t2_low_epsilon", "f1_dependent_bound", "t3_visual_quality",
              "t4_hyperparameters", "t5_compression", "t6_running_time", "t7_components",
-             "t8_dpsgd", "t9_dpsgd_ablation", "t10_dpsgd_control", "f3_samples",
-             "privacy_explorer", "status")
+             "t8_dpsgd", "t9_dpsgd_ablation", "t10_dpsgd_control", "t11_dpsgd_search",
+             "f3_samples", "privacy_explorer", "status")
 
 
 def notebook_path(name: str) -> Path:

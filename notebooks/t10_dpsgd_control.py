@@ -58,7 +58,7 @@ from datalens_lib.dpsgd import report
 paper = report.paper_rows("tab_control.csv", "tab:control")
 with store.Timer() as timer:
     table = report.control_table(dataset, epsilons, ks, paper, profile=profile,
-                                 seeds=list(range(seed, seed + seeds)))
+                                 seeds=list(range(seed, seed + seeds)), device=device)
 store.save_result("tab:control", {"profile": profile, "seed": seed, "seeds": seeds,
                                   "epsilons": epsilons, "ks": ks},
                   table.to_dict("records"), profile=profile, seed=seed,

@@ -25,8 +25,9 @@
 # `DPDataLoader`, the RDP accountant hook) with our `TopAggDPOptimizer`, which overrides only
 # the clip/accumulate and noise stages; sensitivity √k·C under add/remove-one, so the
 # accountant sees noise multiplier σ (the same ε as GM-DP at the same σ, q, T). The CNN of
-# Opacus's MNIST example; C, σ, B, lr from `tab:dpsgd-search` (nearest searched budget where
-# the paper lists none); T set by the budget with the simple RDP conversion on orders up to
+# Opacus's MNIST example; C, σ, B, lr from `tab:dpsgd-search` where the paper lists them, else
+# from our validation-split search (T11; the nearest searched budget's row for a cell trained
+# without one); T set by the budget with the simple RDP conversion on orders up to
 # 1024 (the `paper` ledger); each record also holds ε under Opacus RDP, PRV and
 # dp-accounting PLD. `final` = accuracy after the last step (clean protocol), `best` = max over
 # evaluations every 100 steps (selects on test data). Mean ± standard deviation over seeds.
@@ -54,7 +55,7 @@ paper = report.paper_rows("tab_dpsgd.csv", "tab:dpsgd-mnist")
 cells = report.table_cells("tab:dpsgd-mnist", ks)
 with store.Timer() as timer:
     table = report.cell_table(dataset, cells, epsilons, paper, profile=profile,
-                              seeds=list(range(seed, seed + seeds)))
+                              seeds=list(range(seed, seed + seeds)), device=device)
 store.save_result("tab:dpsgd-mnist", {"profile": profile, "seed": seed, "seeds": seeds,
                                       "epsilons": epsilons, "ks": ks},
                   table.to_dict("records"), profile=profile, seed=seed,
@@ -95,42 +96,10 @@ display(Markdown(" ".join(notes)))
 # %% [markdown]
 # ## Hyper-parameters
 #
-# At ε = 0.05, 0.2 and 1 the settings are the paper's own search results (`tab:dpsgd-search`,
-# transcribed in `data/paper/tab_dpsgd_search.csv`). The paper does not say which data its
-# search selected on (its tables report test accuracy), and lists no settings for its other
-# budgets. For those, we run a clean search
-# (`datalens dpsgd … --search DIR`): every combination of the values the paper chose at the two
-# searched budgets on either side, each trained once on 50k training records, and chosen by
-# accuracy on the 10k held-out ones. Points whose σ and B fit no step in the budget are
-# recorded as infeasible. The test-selected point (possibly the paper's way) is reported
-# beside the clean one. The two are not measured alike: the test choice's number is one
-# seed's best accuracy over evaluations (how it was chosen), the clean choice's cell below is
-# five seeds' final accuracy; each grid point is trained once (one seed), so a choice between
-# points closer than the seed spread is partly chance. Each row's *hyperparameters* column
-# above says where its settings came from. A cell without a committed search uses the nearest
-# searched budget's row. No ledger counts the privacy cost of any search, the paper's
-# included.
-#
-# ε = 0.3, 0.5 and 0.7 lie between the same two searched budgets, so they share one grid. SGD
-# here has no schedule and its random numbers are drawn from generators seeded once, so the
-# first T steps of a run to ε = 0.7 *are* the run with the same setting, seed and a smaller
-# budget whose ledger allows T steps. Each grid point and each seed is therefore trained once,
-# to the largest budget that uses it, and the records of the smaller budgets are read off on the
-# way (`datalens dpsgd --epsilon 0.3,0.5,0.7 …`; each such record names the run in its
-# `derived_from`; a test checks these records bit for bit against runs trained alone).
-
-# %%
-search = pd.read_csv(report.PAPER_DIR / "tab_dpsgd_search.csv", keep_default_na=False)
-search = search[search.dataset == dataset].pivot_table(
-    index=["epsilon", "method", "parameter"], columns="metric", values="value", aggfunc="first")
-search
-
-# %%
-searches = report.search_table(dataset)
-display(Markdown(f"{len(searches)} committed validation-split searches for {dataset}"
-                 + (" (queued: `scripts/cpu_queue.sh`, jobs `dpsgd-search` and `dpsgd-family`)."
-                    if searches.empty else ":")))
-searches.round(2)
+# Each row's *hyperparameters* column above says where its C, σ, B and lr came from: the
+# paper's `tab:dpsgd-search` at ε = 0.05, 0.2 and 1, our validation-split search at the other
+# budgets. T11 (`tab:dpsgd-search`) shows both tables, every committed search and what
+# selecting on test data would have added.
 
 # %%
 fig, ax = plt.subplots(figsize=(6, 3.6))
@@ -239,7 +208,8 @@ else:
 
 # %%
 fashion = report.cell_table("fashion-mnist", cells, fashion_epsilons, paper.iloc[0:0],
-                            profile=profile, seeds=list(range(seed, seed + seeds)))
+                            profile=profile, seeds=list(range(seed, seed + seeds)),
+                            device=device)
 fashion.drop(columns=["paper", "paper_std", "difference"]).round(2)
 
 # %% [markdown]
@@ -266,7 +236,8 @@ else:
     cifar_paper = report.paper_rows("tab_dpsgd.csv", "tab:dpsgd-cifar")
     cifar_cells = report.table_cells("tab:dpsgd-cifar", ks)
     cifar = report.cell_table("cifar10", cifar_cells, cifar_epsilons, cifar_paper,
-                              profile=profile, seeds=list(range(seed, seed + seeds)))
+                              profile=profile, seeds=list(range(seed, seed + seeds)),
+                              device=device)
     store.save_result("tab:dpsgd-cifar", {"profile": profile, "seed": seed, "seeds": seeds,
                                           "epsilons": cifar_epsilons, "ks": ks},
                       cifar.to_dict("records"), profile=profile, seed=seed)

@@ -52,7 +52,7 @@ paper = report.paper_rows("tab_dpsgd.csv", "tab:dpsgd-ablation")
 cells = report.table_cells("tab:dpsgd-ablation", norm_ks, dim_ks)
 with store.Timer() as timer:
     table = report.cell_table(dataset, cells, epsilons, paper, profile=profile,
-                              seeds=list(range(seed, seed + seeds)))
+                              seeds=list(range(seed, seed + seeds)), device=device)
 store.save_result("tab:dpsgd-ablation", {"profile": profile, "seed": seed, "seeds": seeds,
                                          "epsilons": epsilons},
                   table.to_dict("records"), profile=profile, seed=seed,

@@ -452,6 +452,36 @@ def test_rdp_ledger_equals_dp_accountings_for_the_same_orders():
         dpsgd_epsilon(10, 1.5, sigma, delta)
 
 
+def test_opacus_epsilon_silences_only_the_largest_alpha_warning():
+    import warnings
+
+    from datalens_lib.privacy.subsampled import opacus_epsilon
+
+    class Acc:
+        def __init__(self, other):
+            self.other = other
+
+        def get_epsilon(self, delta):
+            warnings.warn("Optimal order is the largest alpha. Please consider expanding the "
+                          "range of alphas to get a tighter privacy bound.", stacklevel=1)
+            if self.other:
+                warnings.warn("something else", stacklevel=1)
+            return 2.5
+
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        assert opacus_epsilon(Acc(False), 1e-5) == 2.5
+        assert got == []
+        assert opacus_epsilon(Acc(True), 1e-5) == 2.5
+    assert [str(w.message) for w in got] == ["something else"]
+    # a small budget on Opacus's default orders does warn, and the ledger stays quiet
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        dpsgd_epsilon(50, 128 / 60000, 8.2, 1e-5, "rdp")
+        dpsgd_epsilon(50, 128 / 60000, 8.2, 1e-5, "prv")
+    assert not [w for w in got if "largest alpha" in str(w.message)]
+
+
 def test_paper_ledger_is_the_simple_conversion_of_dp_accountings_rdp():
     """The ledger that sets T: dp_accounting's RDP of the Poisson-subsampled Gaussian on the
     same dense orders (up to 1024), then eps = min over orders of R(a) + log(1/delta)/(a - 1)
@@ -746,7 +776,7 @@ def test_cli_dpsgd_search_smoke_trains_on_the_rest_and_scores_the_holdout(tmp_pa
 
 
 def test_search_table_reads_committed_searches(tmp_path):
-    from datalens_lib.dpsgd.report import search_table
+    from datalens_lib.dpsgd.report import search_points, search_table, search_verdict
 
     d = tmp_path / "dpsgd" / "mnist" / "gmdp-eps0.5" / "search"
     d.mkdir(parents=True)
@@ -762,7 +792,72 @@ def test_search_table_reads_committed_searches(tmp_path):
     assert r.cell == "gmdp-eps0.5" and not r.same_choice and r.points == 2
     assert r.clean_choice.startswith("sigma=1.8") and r.test_choice.startswith("sigma=3.4")
     assert r.clean_test_final == pytest.approx(80.0) and r.test_choice_best == pytest.approx(95.0)
+    assert r.clean_cell_final is None  # no committed cell
+    pts = search_points("mnist", "gmdp-eps0.5", root=tmp_path)
+    assert pts.clean_choice.tolist() == [True, False] and pts.test_choice.tolist() == [False, True]
+    assert pts.validation.tolist() == pytest.approx([90.0, 80.0])
+    assert pts.test_best.tolist() == pytest.approx([85.0, 95.0])
+    with pytest.raises(ValueError, match="committed: gmdp-eps0.5"):
+        search_points("mnist", "gmdp-eps0.3", root=tmp_path)
     assert search_table("fashion-mnist", root=tmp_path).empty
+    # the cell trained with the clean choice, then one trained with other settings
+    cell = d.parent / "paper"
+    cell.mkdir()
+    summ = {"epsilon": 0.5, "seeds": [0, 1], "steps": 9, "final": {"mean": 0.83, "std": 0.02},
+            "config": {"sigma": 1.8, "max_grad_norm": 10.0, "batch_size": 512, "lr": 0.1}}
+    (cell / "summary.json").write_text(json.dumps(summ))
+    r = search_table("mnist", root=tmp_path).iloc[0]
+    assert r.clean_cell_final == pytest.approx(83.0) and r.clean_cell_std == pytest.approx(2.0)
+    verdict = " ".join(search_verdict(search_table("mnist", root=tmp_path)))
+    assert "same point in 0 of 1" in verdict
+    assert "+15.00 points on average" in verdict  # 95 (test choice, best) - 80 (clean final)
+    assert "+12.00 points higher" in verdict  # 95 - the clean cell's 83
+    summ["config"]["lr"] = 0.2
+    (cell / "summary.json").write_text(json.dumps(summ))
+    assert search_table("mnist", root=tmp_path).iloc[0].clean_cell_final is None
+    assert "committed cells" not in " ".join(search_verdict(search_table("mnist",
+                                                                        root=tmp_path)))
+    assert search_verdict(search_table("fashion-mnist", root=tmp_path)) == [
+        "No validation-split search is committed: nothing to measure."]
+
+
+def test_settings_table_says_where_each_cells_settings_came_from(tmp_path):
+    """tab:dpsgd-search as we ran it: the paper's row, the nearest row, or our search, and for
+    a search which bracketing budget's row each chosen value is."""
+    from datalens_lib.dpsgd.report import settings_table
+    from datalens_lib.dpsgd.train import paper_hyperparameters, searched_hyperparameters
+
+    def commit(cell, method, k, eps, **cfg):
+        d = tmp_path / "dpsgd" / "mnist" / cell / "paper"
+        d.mkdir(parents=True)
+        (d / "summary.json").write_text(json.dumps({
+            "epsilon": eps, "method": method, "k": k, "seeds": [0], "steps": 9,
+            "final": {"mean": 0.9, "std": None}, "config": {"scope": "flat", **cfg}}))
+
+    commit("gmdp-eps1", "gmdp", 1.0, 1.0, **paper_hyperparameters("mnist", 1.0, "gmdp", 1.0))
+    commit("normtopk-k0.7-eps0.3", "normtopk", 0.7, 0.3,
+           **paper_hyperparameters("mnist", 0.3, "normtopk", 0.7))  # nearest: eps 0.2's row
+    lo = paper_hyperparameters("mnist", 0.2, "gmdp", 1.0)
+    hi = paper_hyperparameters("mnist", 1.0, "gmdp", 1.0)
+    chosen = {"sigma": lo["sigma"], "max_grad_norm": hi["max_grad_norm"],
+              "batch_size": lo["batch_size"], "lr": 0.5}  # lr from neither row
+    commit("gmdp-eps0.5", "gmdp", 1.0, 0.5, **searched_hyperparameters(
+        {"selected_validation": {"point": 3, **chosen}, "grid": [{}] * 8, "validation": 10,
+         "seed": 0}))
+    commit("control-k0.8-eps1-gm-dp", "gmdp", 1.0, 1.0, **hi)  # left out: control
+    commit("normtopk-layer-k0.8-eps1", "normtopk", 0.8, 1.0,
+           **{**paper_hyperparameters("mnist", 1.0, "normtopk", 0.8), "scope": "layer"})
+    commit("gmdp-epsinf", "gmdp", 1.0, None, **hi)  # left out: no noise, no budget
+    t = settings_table("mnist", root=tmp_path).set_index("cell")
+    assert list(t.index) == ["normtopk-k0.7-eps0.3", "gmdp-eps0.5", "gmdp-eps1"]
+    assert t.loc["gmdp-eps1", "source"] == "paper row"
+    assert t.loc["normtopk-k0.7-eps0.3", "source"] == "nearest paper row"
+    assert t.loc["normtopk-k0.7-eps0.3", "parameter"] == "k=0.7"
+    r = t.loc["gmdp-eps0.5"]
+    assert r.source == "validation search" and r.lr == 0.5 and r.method == "GM-DP"
+    both = "ε=0.2 and ε=1" if lo["batch_size"] == hi["batch_size"] else "ε=0.2"
+    assert r.taken_from == (f"sigma: ε=0.2; max_grad_norm: ε=1; batch_size: {both}; "
+                            "lr: neither")
 
 
 def test_cell_table_shows_every_committed_budget(monkeypatch):
@@ -778,13 +873,14 @@ def test_cell_table_shows_every_committed_budget(monkeypatch):
         "gmdp-eps0.5": summ("gmdp-eps0.5", 0.5, "paper"),
         "dimtopk-k0.2-eps0.3": summ("dimtopk-k0.2-eps0.3", 0.3, "paper")})
     ran = []
-    monkeypatch.setattr(report, "run_cell", lambda d, e, m, k, p, seeds: (
-        ran.append((m, e)), summ(report.cell_name(m, k, e), e, p))[1])
+    monkeypatch.setattr(report, "run_cell", lambda d, e, m, k, p, seeds, device: (
+        ran.append((m, e, device)), summ(report.cell_name(m, k, e), e, p))[1])
     cells = [("TopAgg", "k=0.7", "normtopk", 0.7), ("GM-DP", "", "gmdp", 1.0)]
     t = report.cell_table("mnist", cells, [1.0], report.paper_rows(
-        "tab_dpsgd.csv", "tab:dpsgd-mnist"), profile="smoke", seeds=[0])
+        "tab_dpsgd.csv", "tab:dpsgd-mnist"), profile="smoke", seeds=[0], device="cuda")
     assert sorted(set(t.epsilon)) == [0.5, 1.0]  # not 0.3: no column of this table
-    assert ("gmdp", 0.5) not in ran and ("normtopk", 0.5) in ran
+    assert ("gmdp", 0.5, "cuda") not in ran and ("normtopk", 0.5, "cuda") in ran
+    assert {dev for *_, dev in ran} == {"cuda"}  # the notebook's device reaches training
     row = t[(t.epsilon == 0.5) & (t.method == "GM-DP")].iloc[0]
     assert row.profile == "paper" and row.difference is not None
 
@@ -880,6 +976,13 @@ def test_control_per_layer_runs_the_compressing_scenarios_as_cells_of_their_own(
     assert lay.loc["TopK-SGD", "paper"] == pytest.approx(98.03)  # the paper's value beside it
     assert t[t.scope == "flat"].ours.tolist() == pytest.approx([80.0] * 10)
     assert len(scope_table("mnist", root=tmp_path)) == 0  # control cells are not scope rows
+    import datalens_lib.dpsgd.report as rep
+    asked = []  # a budget not committed is trained on the notebook's device
+    monkeypatch.setattr(rep, "run_control", lambda d, e, k, p, seeds, device: (
+        asked.append((e, k, p, device)), flat)[1])
+    control_table("mnist", [0.5], [0.8], paper, profile="smoke", seeds=[0], root=tmp_path,
+                  device="cuda")
+    assert asked == [(0.5, 0.8, "smoke", "cuda")]
 
 
 def test_scope_table_puts_committed_per_layer_cells_beside_flat_and_gmdp(tmp_path):

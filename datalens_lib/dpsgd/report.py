@@ -20,8 +20,10 @@ from .train import (
     committed_searches,
     committed_summaries,
     control_cell,
+    paper_hyperparameters,
     run_cell,
     run_control,
+    search_brackets,
 )
 
 #: our method of each paper method label of ``data/paper/tab_dpsgd.csv``
@@ -84,10 +86,12 @@ def _row(summ: dict[str, Any], paper: pd.DataFrame, label: str, parameter: str,
 
 
 def cell_table(dataset: str, cells: list[tuple[str, str, str, float]], epsilons: list[float],
-               paper: pd.DataFrame, *, profile: str, seeds: list[int]) -> pd.DataFrame:
+               paper: pd.DataFrame, *, profile: str, seeds: list[int],
+               device: str = "cpu") -> pd.DataFrame:
     """``cells``: (paper method label, paper parameter, our method, k) per column of the
     table; one row per (ε, cell), for the budgets asked and every budget with a committed
-    paper-scale cell of these columns."""
+    paper-scale cell of these columns. Cells not committed are trained at ``profile`` on
+    ``device`` (``cpu``, ``cuda`` or ``auto``)."""
     committed = committed_summaries(dataset, "paper")
     names = {cell_name(method, k, 1.0).rsplit("-eps", 1)[0] for _, _, method, k in cells}
     landed = {math.inf if s["epsilon"] is None else float(s["epsilon"])
@@ -96,18 +100,20 @@ def cell_table(dataset: str, cells: list[tuple[str, str, str, float]], epsilons:
     for eps in sorted(set(epsilons) | landed):
         for label, parameter, method, k in cells:
             summ = committed.get(cell_name(method, k, eps)) or run_cell(
-                dataset, eps, method, k, profile, seeds=seeds)
+                dataset, eps, method, k, profile, seeds=seeds, device=device)
             rows.append(_row(summ, paper, label, parameter, eps, dataset))
     return pd.DataFrame(rows)
 
 
 def control_table(dataset: str, epsilons: list[float], ks: list[float], paper: pd.DataFrame,
-                  *, profile: str, seeds: list[int], root=None) -> pd.DataFrame:
+                  *, profile: str, seeds: list[int], root=None,
+                  device: str = "cpu") -> pd.DataFrame:
     """``tab:control``: the five scenarios (``scope`` flat) for each (ε, k) asked, trained at
     ``profile`` when not committed, and for every (ε, k) with a committed paper-scale TopAgg
     scenario; then the committed per-layer cells of the three compressing scenarios of that
     (ε, k), if any (ours, ``scope`` layer; never trained here), beside the same paper value:
-    they test the reading that the paper's NormTopK ran within each layer."""
+    they test the reading that the paper's NormTopK ran within each layer. Scenarios not
+    committed are trained on ``device`` (``cpu``, ``cuda`` or ``auto``)."""
     committed = committed_summaries(dataset, "paper", root)
     pairs = {(float(e), float(k)) for e in epsilons for k in ks}
     pairs |= {(float(s["epsilon"]), float(s["k"])) for c, s in committed.items()
@@ -124,7 +130,7 @@ def control_table(dataset: str, epsilons: list[float], ks: list[float], paper: p
     for eps, k in sorted(pairs):
         have = {name: committed.get(control_cell(k, eps, name)) for name in CONTROL_SCENARIOS}
         if None in have.values():
-            have = run_control(dataset, eps, k, profile, seeds=seeds)
+            have = run_control(dataset, eps, k, profile, seeds=seeds, device=device)
         for name in CONTROL_SCENARIOS:
             add(have[name], name, eps, k, "flat")
         for name in CONTROL_SCENARIOS:
@@ -162,8 +168,12 @@ def search_table(dataset: str, root=None) -> pd.DataFrame:
     """The committed validation-split searches (``train.run_search``), one row per cell: its
     grid size and how many points fit no step in the budget, the clean choice (best
     validation accuracy) and the test-selected one (the paper's way), each with its
-    hyper-parameters and its single-seed test accuracy in percent."""
+    hyper-parameters and its single-seed test accuracy in percent; and the committed
+    paper-scale cell trained with the clean choice (``clean_cell_final``/``_std``: final test
+    accuracy over its seeds, percent; None where the cell is not committed or trained with
+    other settings)."""
     rows = []
+    cells = committed_summaries(dataset, "paper", root)
     for cell, s in committed_searches(dataset, root).items():
         grid = {r["point"]: r for r in s["grid"]}
         v, t = grid[s["selected_validation"]["point"]], grid[s["selected_test"]["point"]]
@@ -171,17 +181,121 @@ def search_table(dataset: str, root=None) -> pd.DataFrame:
         def hp(r: dict[str, Any]) -> str:
             return ", ".join(f"{p}={r[p]:g}" for p in SEARCH_PARAMETERS)
         infeasible = sum(str(r.get("status", "")).startswith("infeasible") for r in s["grid"])
+        summ = cells.get(cell)
+        trained = summ is not None and all(
+            summ["config"].get(p) == v[p] for p in SEARCH_PARAMETERS)
         rows.append({"cell": cell, "epsilon": s["epsilon"], "points": len(grid),
                      "infeasible_points": infeasible,
                      "validation_records": s["validation"], "profile": s["profile"],
                      "clean_choice": hp(v), "clean_validation": 100 * v["final_validation"],
                      "clean_test_final": 100 * v["final"], "test_choice": hp(t),
-                     "test_choice_best": 100 * t["best"], "same_choice": v is t})
-    return pd.DataFrame(rows, columns=["cell", "epsilon", "points", "infeasible_points",
-                                       "validation_records",
-                                       "profile", "clean_choice", "clean_validation",
-                                       "clean_test_final", "test_choice", "test_choice_best",
-                                       "same_choice"])
+                     "test_choice_best": 100 * t["best"], "same_choice": v is t,
+                     "clean_cell_final": 100 * summ["final"]["mean"] if trained else None,
+                     "clean_cell_std": 100 * (summ["final"]["std"] or 0.0) if trained
+                     else None})
+    return pd.DataFrame(rows, columns=SEARCH_COLUMNS)
+
+
+SEARCH_COLUMNS = ["cell", "epsilon", "points", "infeasible_points", "validation_records",
+                  "profile", "clean_choice", "clean_validation", "clean_test_final",
+                  "test_choice", "test_choice_best", "same_choice", "clean_cell_final",
+                  "clean_cell_std"]
+
+
+def search_points(dataset: str, cell: str, root=None) -> pd.DataFrame:
+    """One committed search's grid (``<cell>/search/search.json``), one row per point: its
+    settings, steps and status, validation and test accuracy in percent (final; best over
+    evaluations for the test set), and which point each rule chose (``clean_choice``: best
+    validation accuracy; ``test_choice``: best test accuracy at any evaluation)."""
+    searches = committed_searches(dataset, root)
+    if cell not in searches:
+        raise ValueError(f"no committed search for {cell!r} on {dataset}; committed: "
+                         f"{', '.join(sorted(searches)) or 'none'}")
+    s = searches[cell]
+
+    def pct(v: Any) -> float | None:
+        return None if v is None else 100 * v
+    return pd.DataFrame([
+        {"point": r["point"], **{p: r[p] for p in SEARCH_PARAMETERS}, "steps": r["steps"],
+         "status": r.get("status", "trained"), "validation": pct(r["final_validation"]),
+         "test_final": pct(r["final"]), "test_best": pct(r["best"]),
+         "clean_choice": r["point"] == s["selected_validation"]["point"],
+         "test_choice": r["point"] == s["selected_test"]["point"]} for r in s["grid"]])
+
+
+def search_verdict(searches: pd.DataFrame) -> list[str]:
+    """Sentences on :func:`search_table`'s rows: how often the clean (validation) and the
+    test-selected choice agree, and what selecting on test data and reporting the best
+    evaluation adds over the clean protocol, against the clean choice's own single-seed final
+    accuracy (same seed) and against its committed multi-seed cell."""
+    if searches.empty:
+        return ["No validation-split search is committed: nothing to measure."]
+    n = len(searches)
+    same = int(searches.same_choice.sum())
+    out = [f"{n} committed searches (ε ∈ {{"
+           + ", ".join(f"{e:g}" for e in sorted(set(searches.epsilon))) + "}): the "
+           f"validation split and the test set choose the same point in {same} of {n}."]
+    gap = searches.test_choice_best - searches.clean_test_final
+    out.append(
+        "Choosing on the test set and reporting the best evaluation (the paper's protocol, "
+        "if it selected on test data) reads "
+        f"{gap.mean():+.2f} points on average (from {gap.min():+.2f} to {gap.max():+.2f}) "
+        "above the clean choice's own final test accuracy, the same seed: that much of a "
+        "single run's number is selection, not training.")
+    cell = searches.dropna(subset=["clean_cell_final"])
+    if len(cell):
+        g = cell.test_choice_best - cell.clean_cell_final
+        out.append(
+            f"Against the committed cells trained with the clean choice ({len(cell)} of {n}; "
+            "final accuracy, mean over seeds), the test-selected single number is "
+            f"{g.mean():+.2f} points higher on average (from {g.min():+.2f} to "
+            f"{g.max():+.2f}).")
+    return out
+
+
+#: the paper's label (``tab:dpsgd-search``'s method column) of each of our methods
+SEARCH_LABELS = {"normtopk": "TopAgg", "gmdp": "GM-DP", "dimtopk": "TopAgg dim-based"}
+
+SETTINGS_COLUMNS = ["epsilon", "method", "parameter", *SEARCH_PARAMETERS, "source",
+                    "taken_from", "cell"]
+
+
+def settings_table(dataset: str, root=None) -> pd.DataFrame:
+    """``tab:dpsgd-search`` as we ran it: one row per committed paper-scale private cell (flat
+    selection; the control scenarios take TopAgg's settings and are left out), the C, σ, B,
+    lr it trained with, and ``source``: ``paper row`` (the paper's setting at this budget),
+    ``nearest paper row`` (a budget the paper did not search, without a search of ours: the
+    nearest searched budget's row, :func:`train.paper_hyperparameters`) or ``validation
+    search`` (ours). For searched cells ``taken_from`` says which of the two bracketing rows
+    (:func:`train.search_brackets`) each chosen value is."""
+    rows = []
+    for cell, s in sorted(committed_summaries(dataset, "paper", root).items()):
+        cfg = s["config"]
+        if (cell.startswith("control-") or s["epsilon"] is None
+                or cfg.get("scope", "flat") != "flat" or s["method"] not in SEARCH_LABELS):
+            continue
+        eps, method, k = float(s["epsilon"]), s["method"], float(s["k"])
+        src = str(cfg.get("hyperparameter_source", ""))
+        used = {p: cfg[p] for p in SEARCH_PARAMETERS}
+        taken = ""
+        if src.startswith("validation"):
+            kind, parts = "validation search", []
+            for p in SEARCH_PARAMETERS:
+                hits = [f"ε={b:g}" for b in search_brackets(dataset, eps)
+                        if paper_hyperparameters(dataset, b, method, k)[p] == used[p]]
+                parts.append(f"{p}: {' and '.join(hits) if hits else 'neither'}")
+            taken = "; ".join(parts)
+        elif "nearest searched budget" in src:
+            kind = "nearest paper row"
+        elif src.startswith("tab:dpsgd-search"):
+            kind = "paper row"
+        else:
+            kind = src or "given"
+        rows.append({"epsilon": eps, "method": SEARCH_LABELS[method],
+                     "parameter": "" if method == "gmdp" else f"k={k:g}", **used,
+                     "source": kind, "taken_from": taken, "cell": cell})
+    return pd.DataFrame(rows, columns=SETTINGS_COLUMNS).sort_values(
+        ["epsilon", "method", "parameter"], ignore_index=True)
 
 
 SCOPE_COLUMNS = ["epsilon", "k", "seeds", "per_layer", "per_layer_std", "flat", "flat_std",

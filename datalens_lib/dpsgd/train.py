@@ -39,7 +39,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -56,6 +56,7 @@ from ..privacy.subsampled import (
     dpsgd_event,
     dpsgd_ledgers,
     dpsgd_steps_for_budget,
+    opacus_epsilon,
 )
 from ..results import PAPER_DIR
 from .compress import SCOPES
@@ -315,13 +316,15 @@ def is_prefix(short: DPSGDConfig, long: DPSGDConfig) -> bool:
     return 0 < t <= prefix_steps(long)
 
 
-def _opacus_epsilon(accountant: Any, delta: float) -> float:
-    """ε from Opacus's own RDP accountant attached to the run, without its warning that the
-    optimal order is its largest (the record states it: the ``paper`` ledger is the one that
-    sets T, and the book says where Opacus's default orders are too few)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
-        return float(accountant.get_epsilon(delta))
+class _Evaluation(NamedTuple):
+    """One evaluation during :func:`train_dpsgd_with_prefixes`."""
+    step: int
+    test: float  # test accuracy
+    validation: float | None  # validation accuracy (None without a validation split)
+    seconds: float  # training seconds so far, evaluations included
+    opacus_epsilon: float | None  # Opacus's hook RDP ε so far (at a record's last step only)
+    scheduled: bool  # on cfg's own evaluation schedule (not only a prefix's end)
+    eval_seconds: float  # seconds the evaluation took
 
 
 def train_dpsgd_with_prefixes(cfg: DPSGDConfig, prefixes: Any = (), *, seed: int = 0,
@@ -397,9 +400,7 @@ def train_dpsgd_with_prefixes(cfg: DPSGDConfig, prefixes: Any = (), *, seed: int
     accountant = RDPAccountant()
     if private:
         opt.attach_step_hook(accountant.get_optimizer_hook_fn(sample_rate=q))
-    # (step, test accuracy, validation accuracy or None, seconds so far, Opacus's ε so far or
-    # None, whether the step is on cfg's own schedule, seconds the evaluation took)
-    evals: list[tuple[int, float, float | None, float, float | None, bool, float]] = []
+    evals: list[_Evaluation] = []
     warnings.filterwarnings("ignore", message="Full backward hook is firing")  # Opacus, benign
     t0 = time.perf_counter()
     done = 0
@@ -421,22 +422,24 @@ def train_dpsgd_with_prefixes(cfg: DPSGDConfig, prefixes: Any = (), *, seed: int
             own = done % cfg.eval_every == 0 or done == steps
             if own or done in at:
                 te = time.perf_counter()
-                evals.append((done, accuracy(model, xte, yte),
-                              accuracy(model, xval, yval) if cfg.validation else None,
-                              time.perf_counter() - t0,
-                              _opacus_epsilon(accountant, cfg.delta)
-                              if private and (done in at or done == steps) else None, own,
-                              time.perf_counter() - te))
+                evals.append(_Evaluation(
+                    done, accuracy(model, xte, yte),
+                    accuracy(model, xval, yval) if cfg.validation else None,
+                    time.perf_counter() - t0,
+                    opacus_epsilon(accountant, cfg.delta)
+                    if private and (done in at or done == steps) else None, own,
+                    time.perf_counter() - te))
             if done == steps:
                 break
     bar.close()
 
     def record(c: DPSGDConfig, end: int) -> dict[str, Any]:
-        mine = [e for e in evals if e[0] <= end and (e[5] or e[0] == end)]
+        mine = [e for e in evals if e.step <= end and (e.scheduled or e.step == end)]
         last = mine[-1]
         # the time up to its T, less the evaluations only the other records asked for
-        seconds = last[3] - sum(e[6] for e in evals if e[0] < end and not e[5])
-        test = [[s, a] for s, a, *_ in mine]
+        seconds = last.seconds - sum(e.eval_seconds for e in evals
+                                     if e.step < end and not e.scheduled)
+        test = [[e.step, e.test] for e in mine]
         accs = [a for _, a in test]
         rec = {"config": c.to_dict(), "seed": seed, "steps": end, "sample_rate": q, **info,
                "train_examples": n, "test_examples": len(xte),
@@ -450,7 +453,7 @@ def train_dpsgd_with_prefixes(cfg: DPSGDConfig, prefixes: Any = (), *, seed: int
                            "noise_std": (c.sigma if private else 0.0) * opt.sensitivity,
                            "steps_set_by": None if c.steps is not None else "paper ledger"}}
         if c.validation:
-            val = [[s, v] for s, _, v, *_ in mine]
+            val = [[e.step, e.validation] for e in mine]
             rec.update({"validation_examples": c.validation, "final_validation": val[-1][1],
                         "best_validation": max(v for _, v in val),
                         "validation_evaluations": val})
@@ -458,7 +461,7 @@ def train_dpsgd_with_prefixes(cfg: DPSGDConfig, prefixes: Any = (), *, seed: int
                                    else "NonPrivateDpEvent()")
         if private:
             rec["epsilon"] = dpsgd_ledgers(end, q, c.sigma, c.delta)
-            rec["epsilon"]["opacus_hook_rdp"] = last[4]
+            rec["epsilon"]["opacus_hook_rdp"] = last.opacus_epsilon
             rec["privacy"]["dp_guarantee"] = (
                 "every ledger is a data-independent DP guarantee (prv and pld are the "
                 "tightest), up to floating-point and PRNG attacks (secure_mode off, as "
@@ -535,6 +538,16 @@ def make_config(dataset: str, epsilon: float, method: str, k: float, profile: st
 SEARCH_PARAMETERS = ("sigma", "max_grad_norm", "batch_size", "lr")
 
 
+def search_brackets(dataset: str, epsilon: float) -> list[float]:
+    """The searched budgets of ``tab:dpsgd-search`` next to ``epsilon`` on either side
+    (ascending; one budget at a searched one, the nearest outside the searched range): the
+    rows :func:`search_grid` takes its values from."""
+    grid_eps = searched_budgets(dataset)
+    below = [e for e in grid_eps if e <= epsilon]
+    above = [e for e in grid_eps if e >= epsilon]
+    return sorted({below[-1] if below else above[0], above[0] if above else below[-1]})
+
+
 def search_grid(dataset: str, epsilon: float, method: str, k: float) -> list[dict[str, Any]]:
     """The grid of one cell's search: for each of :data:`SEARCH_PARAMETERS`, the values the
     paper chose at the searched budgets that bracket ``epsilon`` (in log ε; the nearest one
@@ -547,11 +560,8 @@ def search_grid(dataset: str, epsilon: float, method: str, k: float) -> list[dic
     if not math.isfinite(epsilon):
         raise ValueError("epsilon = inf trains without noise for a fixed number of steps: "
                          "there is nothing to search")
-    grid_eps = searched_budgets(dataset)
-    below = [e for e in grid_eps if e <= epsilon]
-    above = [e for e in grid_eps if e >= epsilon]
-    brackets = sorted({below[-1] if below else above[0], above[0] if above else below[-1]})
-    rows = [paper_hyperparameters(dataset, e, method, k) for e in brackets]
+    rows = [paper_hyperparameters(dataset, e, method, k)
+            for e in search_brackets(dataset, epsilon)]
     values = {p: sorted({r[p] for r in rows}) for p in SEARCH_PARAMETERS}
     points: list[dict[str, Any]] = [{}]
     for p in SEARCH_PARAMETERS:

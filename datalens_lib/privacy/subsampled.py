@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from typing import Any
 
 import dp_accounting
 import numpy as np
@@ -66,6 +67,17 @@ def _paper_rdp_per_step(q: float, sigma: float) -> np.ndarray:
     return rdp
 
 
+def opacus_epsilon(accountant: Any, delta: float) -> float:
+    """ε of an Opacus accountant (RDP or PRV) without Opacus's warning that the optimal order
+    is its largest: these ledgers are reported beside the ``paper`` one, which sets T on
+    orders up to 1024, and the book says where Opacus's default orders are too few (the PRV
+    accountant sizes its domain from the same RDP bound and warns alike). Other warnings
+    pass."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Optimal order is the largest alpha")
+        return float(accountant.get_epsilon(delta))
+
+
 def dpsgd_epsilon(steps: int, q: float, sigma: float, delta: float,
                   ledger: str = "paper") -> float:
     """ε of ``steps`` DP-SGD steps with sample rate ``q`` and noise multiplier ``sigma``."""
@@ -79,15 +91,11 @@ def dpsgd_epsilon(steps: int, q: float, sigma: float, delta: float,
     if ledger == "rdp":
         acc = RDPAccountant()
         acc.history = [(sigma, q, steps)]
-        with warnings.catch_warnings():  # "optimal order is the largest alpha": Opacus's own
-            warnings.simplefilter("ignore", UserWarning)  # grid is the ledger; prv is tighter
-            return float(acc.get_epsilon(delta))
+        return opacus_epsilon(acc, delta)
     if ledger == "prv":
         acc = PRVAccountant()
         acc.history = [(sigma, q, steps)]
-        with warnings.catch_warnings():  # its domain size comes from an RDP bound (the same
-            warnings.simplefilter("ignore", UserWarning)  # "largest alpha" warning): not ε
-            return float(acc.get_epsilon(delta))
+        return opacus_epsilon(acc, delta)
     acc = pld.PLDAccountant()
     acc.compose(dpsgd_event(q, sigma, steps))
     return float(acc.get_epsilon(delta))
