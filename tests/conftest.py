@@ -50,3 +50,14 @@ def pytest_collection_modifyitems(config, items):
         return (item.get_closest_marker("slow") is not None, unit)
 
     items.sort(key=rank)
+
+
+#: the start of the fake ``datalens`` commands of the queue dry runs (test_cpu_queue.py,
+#: test_gpu_queue.py): the subcommand in ``$cmd`` and ``arg --opt "$@"``, an option's value
+FAKE_DL_HEAD = r"""#!/usr/bin/env bash
+cmd=$1; shift
+arg() {
+  local want=$1; shift
+  while (($#)); do [[ $1 == "$want" ]] && { echo "$2"; return; }; shift; done
+}
+"""

@@ -13,17 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FAKE_DL_HEAD
 
 ROOT = Path(__file__).resolve().parents[1]
 
-FAKE_DL = r"""#!/usr/bin/env bash
 # fake `datalens`: writes the files the queue expects; logs start/end times and threads
-cmd=$1; shift
-arg() {
-  local want=$1; shift
-  while (($#)); do [[ $1 == "$want" ]] && { echo "$2"; return; }; shift; done
-}
-echo "start $(date +%s.%N) ${OMP_NUM_THREADS:-all} $cmd $*" >> "$LOG"
+FAKE_DL = FAKE_DL_HEAD + r"""echo "start $(date +%s.%N) ${OMP_NUM_THREADS:-all} $cmd $*" >> "$LOG"
 case $cmd in
   train) out=$(arg --out "$@"); mkdir -p "$out"; sleep 0.3
          echo '{"status": "complete"}' > "$out/run.json" ;;

@@ -16,17 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import FAKE_DL_HEAD
 
 ROOT = Path(__file__).resolve().parents[1]
 
-FAKE_DL = r"""#!/usr/bin/env bash
 # fake `datalens`: writes the files the queue expects, logs evaluation start/end times
-cmd=$1; shift
-arg() {
-  local want=$1; shift
-  while (($#)); do [[ $1 == "$want" ]] && { echo "$2"; return; }; shift; done
-}
-case $cmd in
+FAKE_DL = FAKE_DL_HEAD + r"""case $cmd in
   train) out=$(arg --out "$@"); mkdir -p "$out"; sleep "${FAKE_TRAIN_SLEEP:-0.2}"
          echo "end $(date +%s.%N) $out $*" >> "$EVAL_LOG.train"
          echo '{"status": "complete"}' > "$out/run.json" ;;
