@@ -102,27 +102,7 @@ display(Markdown(" ".join(notes)))
 # selecting on test data would have added.
 
 # %%
-fig, ax = plt.subplots(figsize=(6, 3.6))
-for (label, par), g in table.groupby(["method", "parameter"], sort=False):
-    g = g.sort_values("epsilon")
-    name = label + (f" {par}" if par else "")
-    line, = ax.plot(g.epsilon, g.ours, "-", label=f"ours: {name}")
-    ax.plot(g.epsilon[g.profile == "paper"], g.ours[g.profile == "paper"], "o",
-            color=line.get_color())  # filled: paper scale; hollow: a pipeline check
-    ax.plot(g.epsilon[g.profile != "paper"], g.ours[g.profile != "paper"], "o",
-            mfc="none", color=line.get_color())
-    ax.fill_between(g.epsilon, g.ours - g.ours_std, g.ours + g.ours_std,
-                    color=line.get_color(), alpha=0.2)
-    ax.plot(g.epsilon, g.paper, "x", color=line.get_color(), markersize=8)
-ax.set_xscale("log")
-ax.set_xlabel("ε (δ = 1e-5)")
-ax.set_ylabel("test accuracy (%)")
-ax.set_title(f"{dataset}: ours (lines, ±1 sd; hollow: pipeline check) and the paper (x)",
-             fontsize=9)
-if (table.epsilon == float("inf")).any():
-    ax.annotate("ε = ∞ is off the log axis: see the table", (0.01, 0.01),
-                xycoords="axes fraction", fontsize=7)
-ax.legend(fontsize=7)
+report.plot_budget_curves(table, dataset)
 plt.tight_layout()
 plt.show()
 
@@ -213,7 +193,7 @@ fashion = report.cell_table("fashion-mnist", cells, fashion_epsilons, paper.iloc
 fashion.drop(columns=["paper", "paper_std", "difference"]).round(2)
 
 # %% [markdown]
-# ## CIFAR-10 (`tab:dpsgd-cifar`)
+# ## CIFAR-10 (`tab:dpsgd-cifar`, `fig:dpsgd` b–c)
 #
 # A linear head trained with the same DP-SGD on the 512-d features of a frozen ImageNet
 # ResNet-18 (`datalens_lib.dpsgd.features`: torchvision's parameter names, so its
@@ -242,3 +222,9 @@ else:
                                           "epsilons": cifar_epsilons, "ks": ks},
                       cifar.to_dict("records"), profile=profile, seed=seed)
     display(cifar.round(2))
+    # fig:dpsgd b (small budgets) and c (the full range)
+    fig, (ax_b, ax_c) = plt.subplots(1, 2, figsize=(11, 3.6))
+    report.plot_budget_curves(cifar, "cifar10, ε ≤ 0.1", ax=ax_b, max_epsilon=0.1)
+    report.plot_budget_curves(cifar, "cifar10", ax=ax_c)
+    plt.tight_layout()
+    plt.show()

@@ -1347,3 +1347,40 @@ def test_control_observations_hold_on_the_papers_table_and_fail_when_compression
         "similar_or_better"]
     with pytest.raises(ValueError, match="missing"):
         control_observations({"TopAgg": 1.0})
+
+
+def test_budget_curves_plot_each_column_up_to_the_asked_budget():
+    """fig:dpsgd's panels: one line per method and k over the finite budgets (up to
+    max_epsilon: panel b), filled markers at paper scale, hollow for pipeline checks, the
+    paper's points as crosses."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from datalens_lib.dpsgd.report import plot_budget_curves
+
+    rows = []
+    for method, par in (("TopAgg", "k=0.7"), ("GM-DP", "")):
+        for eps, prof in ((0.05, "paper"), (0.1, "smoke"), (1.0, "paper"), (math.inf, "paper")):
+            rows.append({"method": method, "parameter": par, "epsilon": eps, "profile": prof,
+                         "ours": 90.0 + eps if eps < math.inf else 99.0, "ours_std": 1.0,
+                         "paper": None if eps == 0.1 else 91.0})
+    table = pd.DataFrame(rows)
+    ax = plot_budget_curves(table, "cifar10")
+    lines = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-"]
+    assert [ln.get_label() for ln in lines] == ["ours: TopAgg k=0.7", "ours: GM-DP"]
+    # the curve joins paper-scale cells only; ε = ∞ is left to the table
+    assert list(lines[0].get_xdata()) == [0.05, 1.0]
+    hollow = [ln for ln in ax.get_lines() if ln.get_marker() == "o"
+              and ln.get_markerfacecolor() == "none"]
+    assert [list(ln.get_xdata()) for ln in hollow] == [[0.1], [0.1]]
+    assert "off the log axis" in " ".join(t.get_text() for t in ax.texts)
+    _, ax_b = plt.subplots()
+    plot_budget_curves(table, "cifar10, small", ax=ax_b, max_epsilon=0.1)
+    assert max(max(ln.get_xdata()) for ln in ax_b.get_lines()) == 0.1
+    _, ax_s = plt.subplots()  # no paper-scale cell: a dotted line through the checks
+    plot_budget_curves(table.assign(profile="smoke"), "smoke", ax=ax_s)
+    dotted = [ln for ln in ax_s.get_lines() if ln.get_linestyle() == ":"]
+    assert len(dotted) == 2 and list(dotted[0].get_xdata()) == [0.05, 0.1, 1.0]
+    plt.close("all")

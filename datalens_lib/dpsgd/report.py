@@ -361,3 +361,44 @@ def control_observations(acc: dict[str, float], sd: dict[str, float] | None = No
                              and noise["with compression"] > compression["with noise"]),
             "topagg_vs_gmdp": diff, "pooled_sd": spread,
             "similar_or_better": diff >= -spread}
+
+
+def plot_budget_curves(table: pd.DataFrame, title: str, ax: Any = None,
+                       max_epsilon: float = math.inf) -> Any:
+    """``fig:dpsgd``: accuracy against ε for each column of a :func:`cell_table` (one line per
+    method and k, ±1 standard deviation over seeds as a band), filled markers for paper-scale
+    cells, hollow for pipeline checks, the paper's points as crosses (where ``paper`` has
+    them). ``max_epsilon``: only budgets up to it (the paper's panel b shows CIFAR-10 under
+    small ε). ε = ∞ is off the log axis and left to the table. Returns the axes."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.6))
+    sub = table[(table.epsilon < math.inf) & (table.epsilon <= max_epsilon)]
+    for (label, par), g in sub.groupby(["method", "parameter"], sort=False):
+        g = g.sort_values("epsilon")
+        ours = pd.to_numeric(g.ours, errors="coerce")
+        sd = pd.to_numeric(g.ours_std, errors="coerce").fillna(0.0)
+        at_paper = (g.profile == "paper").to_numpy()
+        name = f"ours: {label}" + (f" {par}" if par else "")
+        # the line and band join paper-scale cells only (a pipeline check is no point of the
+        # curve); a column without any is drawn dotted through its checks
+        x, y, e = ((g.epsilon[at_paper], ours[at_paper], sd[at_paper]) if at_paper.any()
+                   else (g.epsilon, ours, sd * 0))
+        line, = ax.plot(x, y, "-" if at_paper.any() else ":", label=name)
+        ax.fill_between(x, y - e, y + e, color=line.get_color(), alpha=0.2)
+        ax.plot(g.epsilon[at_paper], ours[at_paper], "o", color=line.get_color())
+        ax.plot(g.epsilon[~at_paper], ours[~at_paper], "o", mfc="none",
+                color=line.get_color())
+        ax.plot(g.epsilon, pd.to_numeric(g.paper, errors="coerce"), "x",
+                color=line.get_color(), markersize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("ε (δ = 1e-5)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title(f"{title}: ours (lines, ±1 sd; hollow: pipeline check) and the paper (x)",
+                 fontsize=9)
+    if (table.epsilon == math.inf).any():
+        ax.annotate("ε = ∞ is off the log axis: see the table", (0.99, 0.01),
+                    xycoords="axes fraction", ha="right", fontsize=7)
+    ax.legend(fontsize=7, loc="lower center")
+    return ax
