@@ -1,11 +1,13 @@
 """Benchmark what a paper-scale cell costs after training: sampling 100k images and the
 utility evaluation (the official CNN, SGD lr 2e-3, batch 512) on them.
 
-* **Evaluation**: seconds per epoch of ``evaluate.train_classifier`` on ``--n`` images, against
-  the same loop with the official layer order (ReLU before max-pool, out-of-place ReLUs), in
-  the same process; the projected 30- and 600-epoch times; and a numerics check: seeded
-  ``--check-epochs`` runs of both on ``--check-n`` images must give the same per-epoch test
-  accuracies (the two orders compute the same function and draw the same dropout masks).
+* **Evaluation**: seconds per epoch of ``evaluate.train_classifier`` on ``--n`` images in its
+  two memory formats (``DATALENS_CONV_LAYOUT``: channels-last, the CPU default, and NCHW),
+  against the same loop with the official layer order (ReLU before max-pool, out-of-place
+  ReLUs, NCHW), in the same process; the projected 30-epoch time; and a numerics check:
+  seeded ``--check-epochs`` runs of the library (channels-last) and of the official order
+  (NCHW) on ``--check-n`` images must give the same per-epoch test accuracies up to float
+  rounding (the same function, the same dropout masks).
 * **Sampling**: seconds for ``--samples`` images with ``datalens.sample_generator`` (64 batches
   of 15 per call, BatchNorm per batch) against one call per batch of 15 (the official
   sampler's loop), the latter timed on a tenth of the images and scaled.
@@ -47,13 +49,26 @@ class OfficialOrderCNN(ev.EvalCNN):
         return self.fc2(F.relu(self.fc1(x.flatten(1))))
 
 
-def _train(model_cls: type, x, y, xt, yt, epochs: int, seed: int = 0) -> dict:
-    saved = ev.EvalCNN
+def _train(model_cls: type, x, y, xt, yt, epochs: int, layout: str, seed: int = 0) -> dict:
+    saved, env = ev.EvalCNN, os.environ.get("DATALENS_CONV_LAYOUT")
     ev.EvalCNN = model_cls  # train_classifier builds ev.EvalCNN
+    os.environ["DATALENS_CONV_LAYOUT"] = layout
     try:
-        return ev.train_classifier(x, y, xt, yt, Y, epochs=epochs, seed=seed, progress=False)
+        res = ev.train_classifier(x, y, xt, yt, Y, epochs=epochs, seed=seed, progress=False)
+        assert res["conv_layout"] == layout
+        return res
     finally:
         ev.EvalCNN = saved
+        if env is None:
+            os.environ.pop("DATALENS_CONV_LAYOUT")
+        else:
+            os.environ["DATALENS_CONV_LAYOUT"] = env
+
+
+#: what is timed: (name, model class, memory format)
+VARIANTS = (("library", ev.EvalCNN, "channels_last"),
+            ("library_nchw", ev.EvalCNN, "contiguous"),
+            ("official_order", OfficialOrderCNN, "contiguous"))
 
 
 def bench_evaluation(n: int, check_n: int, check_epochs: int) -> dict:
@@ -62,26 +77,32 @@ def bench_evaluation(n: int, check_n: int, check_epochs: int) -> dict:
     y = rng.integers(0, Y, n)
     xt, yt = x[:10000], y[:10000]
     out = {"n_train": n, "n_test": len(xt), "batch_size": 512}
-    for name, cls in (("library", ev.EvalCNN), ("official_order", OfficialOrderCNN)):
-        res = _train(cls, x, y, xt, yt, epochs=1)
+    for _, cls, layout in VARIANTS:  # warm-up: oneDNN builds its kernels on first use
+        _train(cls, x[:2048], y[:2048], xt[:2048], yt[:2048], epochs=1, layout=layout)
+    for name, cls, layout in VARIANTS:
+        res = _train(cls, x, y, xt, yt, epochs=1, layout=layout)
         out[f"{name}_s_per_epoch"] = res["seconds"]
-        print(f"evaluation, {name:15s}: {res['seconds']:6.1f} s/epoch on {n} images "
-              f"(30 epochs: {30 * res['seconds'] / 60:5.1f} min)", flush=True)
+        print(f"evaluation, {name:15s} ({layout:13s}): {res['seconds']:6.1f} s/epoch on {n} "
+              f"images (30 epochs: {30 * res['seconds'] / 60:5.1f} min)", flush=True)
     out["speed_up"] = out["official_order_s_per_epoch"] / out["library_s_per_epoch"]
+    out["layout_speed_up"] = out["library_nchw_s_per_epoch"] / out["library_s_per_epoch"]
     out["projected_30_epochs_min"] = 30 * out["library_s_per_epoch"] / 60
     # numerics: a seeded short run of each on a learnable problem (class-dependent means)
     cx = (rng.random((check_n, *SHAPE), dtype=np.float32) * 0.1
           + (np.arange(check_n) % Y)[:, None, None, None].astype(np.float32) / (Y - 1))
     cy = np.arange(check_n) % Y
-    a = _train(ev.EvalCNN, cx, cy, cx[:1000], cy[:1000], check_epochs, seed=3)
-    b = _train(OfficialOrderCNN, cx, cy, cx[:1000], cy[:1000], check_epochs, seed=3)
+    a = _train(ev.EvalCNN, cx, cy, cx[:1000], cy[:1000], check_epochs, "channels_last",
+               seed=3)
+    b = _train(OfficialOrderCNN, cx, cy, cx[:1000], cy[:1000], check_epochs, "contiguous",
+               seed=3)
     diff = float(np.max(np.abs(np.subtract(a["test_accuracy_per_epoch"],
                                            b["test_accuracy_per_epoch"]))))
     out["numerics"] = {"epochs": check_epochs, "n": check_n,
                        "library": a["test_accuracy_per_epoch"],
                        "official_order": b["test_accuracy_per_epoch"],
                        "max_abs_accuracy_difference": diff}
-    print(f"evaluation speed-up x{out['speed_up']:.2f}; seeded {check_epochs}-epoch runs: "
+    print(f"evaluation speed-up x{out['speed_up']:.2f} (layout alone x"
+          f"{out['layout_speed_up']:.2f}); seeded {check_epochs}-epoch runs: "
           f"max |accuracy difference| {diff:.4g}", flush=True)
     return out
 

@@ -83,13 +83,15 @@ CONV_LAYOUTS = ("auto", "channels_last", "contiguous")
 
 
 def conv_layout(device: torch.device | str) -> str:
-    """Memory format of the grouped convolutions on ``device`` (a speed choice: either gives the
-    same numbers up to float rounding, ``tests/test_ensemble.py``). ``auto`` (the default):
-    channels-last on CPU (oneDNN: ~3x faster forward, 1.5x backward on these shapes) and NCHW
-    on CUDA (cuDNN has no fast channels-last grouped kernels here and converts layouts around
-    each call: 0.46 s against 1.05 s per 4000-teacher step on an H200,
-    ``benchmarks/README.md``). ``DATALENS_CONV_LAYOUT`` overrides it; records carry the choice
-    as ``hardware.conv_layout``."""
+    """Memory format of the convolutions on ``device``: the teachers' grouped ones and the
+    utility evaluation's CNN (``evaluate.EvalCNN``). A speed choice: either gives the same
+    numbers up to float rounding (``tests/test_ensemble.py``, ``tests/test_evaluate.py``).
+    ``auto`` (the default): channels-last on CPU (oneDNN: ~3x faster forward, 1.5x backward
+    on the teachers' shapes; the evaluation's NCHW max-pool is ~7x slower than channels-last)
+    and NCHW on CUDA (cuDNN has no fast channels-last grouped kernels here and converts
+    layouts around each call: 0.46 s against 1.05 s per 4000-teacher step on an H200,
+    ``benchmarks/README.md``). ``DATALENS_CONV_LAYOUT`` overrides it; run records carry the
+    choice as ``hardware.conv_layout``, evaluation records as ``conv_layout``."""
     layout = os.environ.get("DATALENS_CONV_LAYOUT", "auto")
     if layout not in CONV_LAYOUTS:
         raise ValueError(f"DATALENS_CONV_LAYOUT must be one of {', '.join(CONV_LAYOUTS)}, got "

@@ -28,17 +28,44 @@ from tqdm import tqdm
 
 from ._validate import choice, positive_float, positive_int
 from .data import load_dataset
+from .ensemble import conv_layout
 from .provenance import atomic_save
 from .samples import load_samples
 
 PROTOCOLS = ("paper", "clean")
 
 
-class EvalCNN(nn.Module):
-    """The official evaluation classifier (see module doc)."""
+def dropout_nchw_order(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """``F.dropout(x, p, training)`` with the mask drawn in NCHW order whatever ``x``'s memory
+    format. ATen's CPU dropout fills ``empty_like(x)`` with Bernoulli draws in memory order, so
+    a channels-last activation would drop other units than the official NCHW one from the same
+    seed; drawing on a contiguous tensor of ``x``'s shape (then dividing by 1 - p and
+    multiplying, as ATen does) keeps the NCHW masks and values exactly
+    (``tests/test_evaluate.py``). A contiguous ``x`` takes ``F.dropout`` itself (on CUDA its
+    fused kernel)."""
+    if not training or p == 0 or x.is_contiguous():
+        return F.dropout(x, p, training)
+    noise = torch.empty(x.shape, dtype=x.dtype, device=x.device).bernoulli_(1 - p)
+    noise.div_(1 - p)
+    return x * noise.contiguous(memory_format=torch.channels_last)
 
-    def __init__(self, shape: tuple[int, int, int], num_classes: int):
+
+class EvalCNN(nn.Module):
+    """The official evaluation classifier (see module doc).
+
+    ``channels_last`` (a speed choice, set by :func:`train_classifier` from
+    :func:`ensemble.conv_layout`: on by default on the CPU, off on CUDA): the convolutions,
+    max-pool and elementwise layers run channels-last (oneDNN's fast kernels; the NCHW
+    max-pool is ~7x slower on the CPU), the dropout masks stay the NCHW ones
+    (:func:`dropout_nchw_order`), and the first dense layer reads the activation in its memory
+    order with its weight columns permuted to match (parameters stay in the official order).
+    The same function: outputs and gradients equal the NCHW path's up to float rounding
+    (``tests/test_evaluate.py``)."""
+
+    def __init__(self, shape: tuple[int, int, int], num_classes: int,
+                 channels_last: bool = False):
         super().__init__()
+        self.channels_last = channels_last
         c, h, w = shape
         self.conv1 = nn.Conv2d(c, 32, 3)
         self.conv2 = nn.Conv2d(32, 64, 3)
@@ -54,9 +81,23 @@ class EvalCNN(nn.Module):
         # max-pool before ReLU: relu(maxpool(h)) == maxpool(relu(h)) exactly (ReLU is
         # monotone), with the ReLU on a quarter of the elements; ReLUs in place where autograd
         # does not need their input. Same numbers, fewer passes over the largest activation.
-        x = F.dropout(F.relu(F.max_pool2d(self.conv1(x), 2), inplace=True), 0.2, self.training)
-        x = F.dropout(F.relu(self.conv2(x), inplace=True), 0.25, self.training)
-        return self.fc2(F.relu(self.fc1(x.flatten(1)), inplace=True))
+        h = self.conv1(x)
+        if self.channels_last:  # (a one-channel input is both layouts: conv1 keeps NCHW)
+            h = h.contiguous(memory_format=torch.channels_last)
+        h = dropout_nchw_order(F.relu(F.max_pool2d(h, 2), inplace=True), 0.2, self.training)
+        h = dropout_nchw_order(F.relu(self.conv2(h), inplace=True), 0.25, self.training)
+        if self.channels_last:
+            # the dense layer's weight columns permuted from the official (c, h, w) order to
+            # the activation's memory order (h, w, c): the same products summed in another
+            # order, no copy of the activation, and its gradient stays channels-last (mixed
+            # layouts make the elementwise backward kernels several times slower)
+            n, c, hh, ww = h.shape
+            w = self.fc1.weight.view(-1, c, hh, ww).permute(0, 2, 3, 1).reshape(
+                self.fc1.out_features, -1)
+            z = F.linear(h.permute(0, 2, 3, 1).reshape(n, -1), w, self.fc1.bias)
+        else:
+            z = self.fc1(h.flatten(1))
+        return self.fc2(F.relu(z, inplace=True))
 
 
 @torch.no_grad()
@@ -107,7 +148,11 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     ytr = torch.as_tensor(np.asarray(y_train, dtype=np.int64), device=device)
     xte = torch.as_tensor(np.asarray(x_test, dtype=np.float32), device=device)
     yte = torch.as_tensor(np.asarray(y_test, dtype=np.int64), device=device)
-    model = EvalCNN(tuple(xtr.shape[1:]), num_classes).to(device)
+    layout = conv_layout(device)
+    model = EvalCNN(tuple(xtr.shape[1:]), num_classes,
+                    channels_last=layout == "channels_last").to(device)
+    if model.channels_last:
+        model = model.to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     accs: list[float] = []
     # the first epoch after which a weight is not finite (the SGD diverged: from then on the
@@ -116,6 +161,8 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     key = [lr, batch_size, seed, len(xtr), len(xte), _fingerprint(x_train, y_train)]
     if pad_to is not None:  # (keys of unpadded evaluations stay as they were)
         key.append(pad_to)
+    if model.channels_last:  # other float rounding: never continue an NCHW checkpoint
+        key.append("channels_last")
     rows = len(xtr) if pad_to is None else pad_to  # the epoch's shuffle covers the zero rows
     ckpt = Path(checkpoint) if checkpoint is not None else None
     times: list[float] = []  # cumulative training seconds after each epoch
@@ -129,7 +176,8 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
             nonfinite_from = st.get("nonfinite_from")  # absent from older checkpoints
             if len(accs) >= epochs:  # a longer schedule already ran: its prefix is the answer
                 res = _classifier_result(accs[:epochs], lr, batch_size, seed, len(xtr),
-                                         times[epochs - 1], len(accs), nonfinite_from)
+                                         times[epochs - 1], len(accs), nonfinite_from,
+                                         layout)
                 return res if pad_to is None else {**res, "pad_to": pad_to}
             model.load_state_dict(st["model"])
             opt.load_state_dict(st["opt"])
@@ -168,16 +216,18 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
                      else None, "times": times, "nonfinite_from": nonfinite_from}
             atomic_save(ckpt, lambda tmp, st=state: torch.save(st, tmp))
     res = _classifier_result(accs, lr, batch_size, seed, len(xtr), times[-1], resumed_at,
-                             nonfinite_from)
+                             nonfinite_from, layout)
     if pad_to is not None:
         res["pad_to"] = pad_to
     return res
 
 
 def _classifier_result(accs: list[float], lr: float, batch_size: int, seed: int, n_train: int,
-                       seconds: float, resumed_at: int, nonfinite_from: int | None = None
-                       ) -> dict[str, Any]:
-    """``continued_from_epoch``: epochs taken from a checkpoint (0: all trained in this call);
+                       seconds: float, resumed_at: int, nonfinite_from: int | None = None,
+                       layout: str = "contiguous") -> dict[str, Any]:
+    """``conv_layout``: the classifier's memory format (``EvalCNN.channels_last``; absent from
+    records written before it existed, which ran NCHW);
+    ``continued_from_epoch``: epochs taken from a checkpoint (0: all trained in this call);
     ``seconds``: training time of the whole schedule, summed over the calls that made it;
     ``diverged_at_epoch``: the first epoch after which the classifier's weights were not finite
     (None: finite throughout, or unknown for epochs resumed from an older checkpoint)."""
@@ -188,7 +238,7 @@ def _classifier_result(accs: list[float], lr: float, batch_size: int, seed: int,
             "shorter_schedules": schedule_sensitivity(accs),
             "best_epoch": int(np.argmax(accs)) + 1, "epochs": len(accs), "lr": lr,
             "batch_size": batch_size, "seed": seed, "seconds": seconds,
-            "continued_from_epoch": resumed_at, "n_train": n_train}
+            "continued_from_epoch": resumed_at, "n_train": n_train, "conv_layout": layout}
 
 
 def _fingerprint(x: np.ndarray, y: np.ndarray) -> str:

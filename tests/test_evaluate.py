@@ -123,6 +123,69 @@ def test_pool_before_relu_computes_the_official_order(training):
         torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
 
 
+def test_dropout_in_nchw_order_keeps_the_official_masks_on_channels_last_activations():
+    """ATen's CPU dropout draws in memory order: on a channels-last tensor F.dropout drops
+    other units than on the NCHW one; dropout_nchw_order drops the NCHW ones, with the same
+    values and the same generator state after."""
+    x = torch.randn(8, 32, 13, 13) + 3.0
+    xc = x.contiguous(memory_format=torch.channels_last)
+    torch.manual_seed(3)
+    ref = F.dropout(x, 0.25, True)
+    after_ref = torch.rand(4)
+    torch.manual_seed(3)
+    got = ev.dropout_nchw_order(xc, 0.25, True)
+    after = torch.rand(4)
+    torch.testing.assert_close(got, ref, rtol=0, atol=0)
+    torch.testing.assert_close(after, after_ref, rtol=0, atol=0)
+    torch.manual_seed(3)
+    assert not torch.equal(F.dropout(xc, 0.25, True), ref)  # why it exists
+    assert ev.dropout_nchw_order(xc, 0.25, False) is xc
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_channels_last_classifier_is_the_same_function(training):
+    """EvalCNN with channels_last (the CPU default) against the NCHW one with the same
+    weights: the same dropout masks (one seed), outputs and gradients up to float rounding,
+    and the official NCHW flattening into the dense layer."""
+    torch.manual_seed(0)
+    ref = EvalCNN((1, 28, 28), 10).train(training)
+    fast = EvalCNN((1, 28, 28), 10, channels_last=True)
+    fast.load_state_dict(ref.state_dict())
+    fast = fast.to(memory_format=torch.channels_last).train(training)
+    assert fast.conv2.weight.is_contiguous(memory_format=torch.channels_last)
+    x = torch.randn(32, 1, 28, 28)
+    y = torch.randint(0, 10, (32,))
+    outs, grads = [], []
+    for m in (ref, fast):
+        torch.manual_seed(1)
+        out = m(x)
+        outs.append(out)
+        grads.append(torch.autograd.grad(F.cross_entropy(out, y), list(m.parameters())))
+    torch.testing.assert_close(outs[1], outs[0], rtol=1e-5, atol=1e-5)
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_a_seeded_evaluation_is_the_same_in_either_layout(tmp_path, monkeypatch):
+    """train_classifier in channels-last (the CPU default) and in NCHW: the same accuracies up
+    to float rounding, each record names its layout, and a checkpoint of one layout is never
+    continued in the other."""
+    x, y = _toy(120, seed=7)
+    data = (x[:90], y[:90], x[90:], y[90:], 2)
+    res = {}
+    for layout in ("contiguous", "channels_last"):
+        monkeypatch.setenv("DATALENS_CONV_LAYOUT", layout)
+        res[layout] = train_classifier(*data, epochs=4, lr=0.05, batch_size=16, seed=3,
+                                       checkpoint=tmp_path / "c.ckpt", progress=False)
+        assert res[layout]["conv_layout"] == layout
+        assert res[layout]["continued_from_epoch"] == 0
+    np.testing.assert_allclose(res["channels_last"]["test_accuracy_per_epoch"],
+                               res["contiguous"]["test_accuracy_per_epoch"], atol=1 / 30 + 1e-9)
+    monkeypatch.delenv("DATALENS_CONV_LAYOUT")
+    assert train_classifier(*data, epochs=1, lr=0.05, batch_size=16, seed=3,
+                            progress=False)["conv_layout"] == "channels_last"  # CPU default
+
+
 def _toy(n=70, seed=0):
     rng = np.random.default_rng(seed)
     y = rng.integers(0, 2, n)
