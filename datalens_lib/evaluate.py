@@ -148,7 +148,19 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     ytr = torch.as_tensor(np.asarray(y_train, dtype=np.int64), device=device)
     xte = torch.as_tensor(np.asarray(x_test, dtype=np.float32), device=device)
     yte = torch.as_tensor(np.asarray(y_test, dtype=np.int64), device=device)
+    key = [lr, batch_size, seed, len(xtr), len(xte), _fingerprint(x_train, y_train)]
+    if pad_to is not None:  # (keys of unpadded evaluations stay as they were)
+        key.append(pad_to)
+    ckpt = Path(checkpoint) if checkpoint is not None else None
+    # on the CPU: RNG states must be CPU byte tensors; model and optimiser states are
+    # moved to the model's device by their load_state_dict
+    st = (torch.load(ckpt, map_location="cpu", weights_only=True)
+          if ckpt is not None and ckpt.exists() else None)
     layout = conv_layout(device)
+    if st is not None and st["args"] == key:
+        layout = "contiguous"  # an NCHW checkpoint of this evaluation continues in NCHW
+    elif layout == "channels_last":  # other float rounding: its own key
+        key.append("channels_last")
     model = EvalCNN(tuple(xtr.shape[1:]), num_classes,
                     channels_last=layout == "channels_last").to(device)
     if model.channels_last:
@@ -158,18 +170,9 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     # the first epoch after which a weight is not finite (the SGD diverged: from then on the
     # classifier predicts one class, and the clean protocol reports that class's share)
     nonfinite_from: int | None = None
-    key = [lr, batch_size, seed, len(xtr), len(xte), _fingerprint(x_train, y_train)]
-    if pad_to is not None:  # (keys of unpadded evaluations stay as they were)
-        key.append(pad_to)
-    if model.channels_last:  # other float rounding: never continue an NCHW checkpoint
-        key.append("channels_last")
     rows = len(xtr) if pad_to is None else pad_to  # the epoch's shuffle covers the zero rows
-    ckpt = Path(checkpoint) if checkpoint is not None else None
     times: list[float] = []  # cumulative training seconds after each epoch
-    if ckpt is not None and ckpt.exists():
-        # on the CPU: RNG states must be CPU byte tensors; model and optimiser states are
-        # moved to the model's device by their load_state_dict
-        st = torch.load(ckpt, map_location="cpu", weights_only=True)
+    if st is not None:
         if st["args"] == key:
             accs = list(st["accs"])
             times = list(st["times"])

@@ -168,22 +168,27 @@ def test_channels_last_classifier_is_the_same_function(training):
 
 def test_a_seeded_evaluation_is_the_same_in_either_layout(tmp_path, monkeypatch):
     """train_classifier in channels-last (the CPU default) and in NCHW: the same accuracies up
-    to float rounding, each record names its layout, and a checkpoint of one layout is never
-    continued in the other."""
+    to float rounding, each record names its layout, and a checkpoint continues in the layout
+    it was started in (an NCHW one is neither discarded nor continued channels-last)."""
     x, y = _toy(120, seed=7)
     data = (x[:90], y[:90], x[90:], y[90:], 2)
     res = {}
     for layout in ("contiguous", "channels_last"):
         monkeypatch.setenv("DATALENS_CONV_LAYOUT", layout)
         res[layout] = train_classifier(*data, epochs=4, lr=0.05, batch_size=16, seed=3,
-                                       checkpoint=tmp_path / "c.ckpt", progress=False)
+                                       checkpoint=tmp_path / f"{layout}.ckpt", progress=False)
         assert res[layout]["conv_layout"] == layout
         assert res[layout]["continued_from_epoch"] == 0
     np.testing.assert_allclose(res["channels_last"]["test_accuracy_per_epoch"],
                                res["contiguous"]["test_accuracy_per_epoch"], atol=1 / 30 + 1e-9)
-    monkeypatch.delenv("DATALENS_CONV_LAYOUT")
+    monkeypatch.delenv("DATALENS_CONV_LAYOUT")  # the CPU default: channels-last
+    for layout in ("contiguous", "channels_last"):
+        more = train_classifier(*data, epochs=6, lr=0.05, batch_size=16, seed=3,
+                                checkpoint=tmp_path / f"{layout}.ckpt", progress=False)
+        assert more["continued_from_epoch"] == 4 and more["conv_layout"] == layout
+        assert more["test_accuracy_per_epoch"][:4] == res[layout]["test_accuracy_per_epoch"]
     assert train_classifier(*data, epochs=1, lr=0.05, batch_size=16, seed=3,
-                            progress=False)["conv_layout"] == "channels_last"  # CPU default
+                            progress=False)["conv_layout"] == "channels_last"
 
 
 def _toy(n=70, seed=0):
