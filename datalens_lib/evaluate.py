@@ -156,10 +156,13 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     # moved to the model's device by their load_state_dict
     st = (torch.load(ckpt, map_location="cpu", weights_only=True)
           if ckpt is not None and ckpt.exists() else None)
+    # a checkpoint of this evaluation continues in the layout it was started in (either way,
+    # on either device); a new one takes the device's (channels-last: its own key, other
+    # float rounding)
     layout = conv_layout(device)
-    if st is not None and st["args"] == key:
-        layout = "contiguous"  # an NCHW checkpoint of this evaluation continues in NCHW
-    elif layout == "channels_last":  # other float rounding: its own key
+    if st is not None and st["args"] in (key, [*key, "channels_last"]):
+        layout = "channels_last" if st["args"] != key else "contiguous"
+    if layout == "channels_last":
         key.append("channels_last")
     model = EvalCNN(tuple(xtr.shape[1:]), num_classes,
                     channels_last=layout == "channels_last").to(device)

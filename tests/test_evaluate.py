@@ -187,6 +187,11 @@ def test_a_seeded_evaluation_is_the_same_in_either_layout(tmp_path, monkeypatch)
                                 checkpoint=tmp_path / f"{layout}.ckpt", progress=False)
         assert more["continued_from_epoch"] == 4 and more["conv_layout"] == layout
         assert more["test_accuracy_per_epoch"][:4] == res[layout]["test_accuracy_per_epoch"]
+    monkeypatch.setenv("DATALENS_CONV_LAYOUT", "contiguous")  # as on CUDA: CL still continues
+    again = train_classifier(*data, epochs=7, lr=0.05, batch_size=16, seed=3,
+                             checkpoint=tmp_path / "channels_last.ckpt", progress=False)
+    assert again["continued_from_epoch"] == 6 and again["conv_layout"] == "channels_last"
+    monkeypatch.delenv("DATALENS_CONV_LAYOUT")
     assert train_classifier(*data, epochs=1, lr=0.05, batch_size=16, seed=3,
                             progress=False)["conv_layout"] == "channels_last"
 
