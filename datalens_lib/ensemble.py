@@ -9,8 +9,8 @@ All teachers' parameters are stacked along a leading teacher axis and processed 
   bias map: the label part of the kernel contracted with the pattern of taps that fall inside
   the image (border effects of the zero padding included), added per sample by a one-hot
   batched matmul, instead of convolving ten constant channels;
-* fully connected layers are batched matrix products, their label columns a per-class bias;
-  the big 2058 -> 256 layer is computed as (W h^T)^T so its weight gradient is contiguous.
+* fully connected layers are batched matrix products (``_BatchedAffine``: GEMM orientations
+  chosen for speed, the weight gradient contiguous), their label columns a per-class bias.
 
 Each teacher has its own Adam state (``StackedAdam``) and its own initialisation by default.
 Two opt-in switches reproduce how the official code trains its teachers in ``teachers_batch``
@@ -47,11 +47,11 @@ import torch.nn.functional as F
 
 from ._validate import positive_float, positive_int
 from .models import (
-    BN_EPS,
     KERNEL,
     conv_same,
     discriminator_shapes,
     init_discriminator_,
+    normalise,
     same_pad,
 )
 
@@ -125,13 +125,36 @@ def _grouped_conv(x: torch.Tensor, w_x: torch.Tensor, w_y: torch.Tensor, b: torc
     return h + lab.transpose(0, 1) + b[None, :, :, None, None]
 
 
-def _linear(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Per-teacher affine map h [n, B, F] -> [n, B, O] with w [n, O, F], b [n, O].
+class _BatchedAffine(torch.autograd.Function):
+    """Per-teacher affine map h [n, B, F] -> h w^T + b [n, B, O] with w [n, O, F], b [n, O],
+    with hand-chosen batched GEMMs (the same function as ``baddbmm`` under autograd, tested in
+    float64 in ``tests/test_ensemble.py``).
 
-    Computed as (w @ h^T)^T so that autograd's weight gradient comes out contiguous in w's own
-    layout (the [n, 256, 2058] gradient is the bulk of the Adam traffic; a transposed result
-    would need a copy before the fused Adam kernel)."""
-    return torch.baddbmm(b[:, :, None], w, h.transpose(1, 2)).transpose(1, 2)
+    Why a custom backward: on the 2058 -> 256 layer (B = 30) MKL's batched GEMM runs the
+    product in the orientation [B x F] . [F x O] ~1.7x faster than [O x F] . [F x B], and the
+    input gradient as go . w ~1.7x faster than w^T . go (measured on the project's 2-core
+    AMD EPYC, 2026-11-28, ``benchmarks/README.md``); autograd of the forward orientation would
+    return the weight gradient transposed (a copy before the fused Adam kernel). Here the
+    weight gradient go^T . h comes out contiguous in w's own layout [n, O, F]."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(h, w)
+        return torch.baddbmm(b[:, None, :], h, w.transpose(1, 2))
+
+    @staticmethod
+    def backward(ctx, go: torch.Tensor):
+        h, w = ctx.saved_tensors
+        need_h, need_w, need_b = ctx.needs_input_grad
+        return (torch.bmm(go, w) if need_h else None,
+                torch.bmm(go.transpose(1, 2), h) if need_w else None,
+                go.sum(1) if need_b else None)
+
+
+def _linear(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Per-teacher affine map h [n, B, F] -> [n, B, O] with w [n, O, F], b [n, O]
+    (see ``_BatchedAffine``)."""
+    return _BatchedAffine.apply(h, w, b)
 
 
 def _wide(t: torch.Tensor) -> torch.Tensor:
@@ -140,11 +163,9 @@ def _wide(t: torch.Tensor) -> torch.Tensor:
 
 
 def _bn(h: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, dims) -> torch.Tensor:
-    """Training-mode BatchNorm; statistics in at least float32 whatever ``h``'s dtype."""
-    hw = _wide(h)
-    mean = hw.mean(dim=dims, keepdim=True)
-    var = hw.var(dim=dims, unbiased=False, keepdim=True)
-    return ((hw - mean) * torch.rsqrt(var + BN_EPS) * gamma + beta).to(h.dtype)
+    """Training-mode BatchNorm (``models.normalise``); statistics in at least float32 whatever
+    ``h``'s dtype."""
+    return normalise(_wide(h), gamma, beta, dims).to(h.dtype)
 
 
 def ensemble_logits(p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,

@@ -77,16 +77,24 @@ def hardware() -> dict[str, Any]:
     import torch
 
     cpu = platform.processor() or platform.machine()
+    family_model: dict[str, str] = {}  # tells CPU generations apart that share a model name
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key == "model name":
+                cpu = value.strip()
+            elif key in ("cpu family", "model") and key not in family_model:
+                family_model[key] = value.strip()
+            if not line.strip() and family_model:
+                break  # the first processor's block is enough
     except OSError:
         pass
     info: dict[str, Any] = {"cpu": cpu, "cores": os.cpu_count(),
                             "torch_threads": torch.get_num_threads(),
                             "platform": platform.platform()}
+    if len(family_model) == 2:  # e.g. AMD family 25 = Zen 3/4, 26 = Zen 5
+        info["cpu_family_model"] = f"{family_model['cpu family']}/{family_model['model']}"
     try:
         import psutil
 

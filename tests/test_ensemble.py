@@ -7,11 +7,13 @@ import torch.nn.functional as F
 from datalens_lib.ensemble import (
     StackedAdam,
     TeacherEnsemble,
+    _bn,
+    _linear,
     conv_layout,
     conv_memory_format,
     ensemble_logits,
 )
-from datalens_lib.models import Discriminator, Generator
+from datalens_lib.models import BN_EPS, Discriminator, Generator
 
 
 def _modules_from(ens, dtype=torch.float64):
@@ -381,3 +383,43 @@ def test_init_slots_and_adam_slots_in_the_ensemble():
         TeacherEnsemble(6, 10, (1, 28, 28), chunk=4, adam_slots=2)
     with pytest.raises(ValueError, match="divide the number of teachers"):
         TeacherEnsemble(6, 10, (1, 28, 28), chunk=2, adam_slots=4)
+
+
+def test_batched_affine_and_batchnorm_are_the_textbook_functions():
+    """The fast fully connected layer (custom backward) and the two-pass BatchNorm are the same
+    functions as baddbmm under autograd and ``var(unbiased=False)``, gradients included, and
+    the affine layer skips the gradients nobody asked for."""
+    g = torch.Generator().manual_seed(0)
+    h, w, b = (torch.randn(s, generator=g, dtype=torch.float64) for s in ((3, 5, 7), (3, 4, 7),
+                                                                           (3, 4)))
+    assert torch.autograd.gradcheck(_linear, (h.requires_grad_(), w.requires_grad_(),
+                                              b.requires_grad_()))
+    ref = torch.baddbmm(b[:, None, :], h, w.transpose(1, 2))
+    torch.testing.assert_close(_linear(h, w, b), ref)
+    (gh,) = torch.autograd.grad(_linear(h, w.detach(), b.detach()).square().sum(), h)
+    (gh_ref,) = torch.autograd.grad(ref.square().sum(), h)
+    torch.testing.assert_close(gh, gh_ref)
+
+    for shape, dims, gshape in (((2, 6, 3, 4, 5, 5), (1, 4, 5), (1, 1, 3, 4, 1, 1)),
+                                ((3, 2, 6, 8), (2,), (3, 1, 1, 8))):
+        x = torch.randn(shape, generator=g, dtype=torch.float64, requires_grad=True)
+        gamma = torch.randn(gshape, generator=g, dtype=torch.float64, requires_grad=True)
+        beta = torch.randn(gshape, generator=g, dtype=torch.float64, requires_grad=True)
+        mean = x.mean(dim=dims, keepdim=True)
+        ref = ((x - mean) * torch.rsqrt(x.var(dim=dims, unbiased=False, keepdim=True) + BN_EPS)
+               * gamma + beta)
+        out = _bn(x, gamma, beta, dims)
+        torch.testing.assert_close(out, ref)
+        go = torch.randn(shape, generator=g, dtype=torch.float64)
+        for a, r in zip(torch.autograd.grad(out, (x, gamma, beta), go),
+                        torch.autograd.grad(ref, (x, gamma, beta), go), strict=True):
+            torch.testing.assert_close(a, r)
+    # the generator's grouped BatchNorm: each slice of the batch with its own statistics
+    from datalens_lib.models import batch_norm
+
+    for shape in ((6, 4, 5, 5), (6, 7)):
+        x = torch.randn(shape, generator=g, dtype=torch.float64)
+        gamma, beta = torch.randn(2, shape[1], generator=g, dtype=torch.float64)
+        ref = torch.cat([F.batch_norm(half, None, None, gamma, beta, training=True, eps=BN_EPS)
+                         for half in x.chunk(2)])
+        torch.testing.assert_close(batch_norm(x, gamma, beta, groups=2), ref)
