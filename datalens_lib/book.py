@@ -683,7 +683,9 @@ def ensemble_benchmarks(root: Path | None = None) -> pd.DataFrame:
     generator step of the teacher ensemble (2 Adam steps of every teacher + the 15 query
     gradients, MNIST shapes), ms per teacher, and the speed-up over a per-teacher loop where
     it was measured. The paper-size ensemble timed with ``--peak-n`` is a row too. Records
-    written before the ``moments``/``compute`` options were float32 throughout."""
+    written before the ``moments``/``compute`` options were float32 throughout. A CPU record
+    that names its CPU family/model (``provenance.hardware``, from 2026-11-28) says it in
+    ``device``: hosts with the same model name differ."""
     rows = []
     for path in sorted((root or BENCH_DIR).glob("*.json")):
         rec = json.loads(path.read_text())
@@ -694,8 +696,12 @@ def ensemble_benchmarks(root: Path | None = None) -> pd.DataFrame:
         if "vectorised_s_per_step" in peak:
             steps.append({**peak, "moments": peak.get("moment_dtype")})
         for r in steps:
+            device = rec.get("device_name", rec["device"])
+            fm = (rec.get("hardware") or {}).get("cpu_family_model")
+            if fm and not str(rec["device"]).startswith("cuda"):  # CPU generations apart
+                device = f"{device}, family/model {fm}"
             rows.append({
-                "record": path.stem, "device": rec.get("device_name", rec["device"]),
+                "record": path.stem, "device": device,
                 "git_sha": (rec.get("git_sha") or "")[:7], "teachers": r["teachers"],
                 "adam_moments": r.get("moments", rec.get("moments", "float32")),
                 "compute": r.get("compute_dtype", rec.get("compute", "float32")),

@@ -136,8 +136,22 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def _nan_to_none(obj: Any) -> Any:
+    """``obj`` with every float NaN (a missing value from pandas) replaced by None: bare
+    ``NaN`` is not JSON. Infinities stay (``Infinity`` marks ε = ∞ in some records)."""
+    if isinstance(obj, float) and obj != obj:
+        return None
+    if isinstance(obj, dict):
+        return {k: _nan_to_none(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_nan_to_none(v) for v in obj]
+    return obj
+
+
 def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+    """``obj`` as indented JSON, written atomically; NaN is written as null."""
+    atomic_write_bytes(path, (json.dumps(_nan_to_none(obj), indent=2, sort_keys=True)
+                              + "\n").encode())
 
 
 def atomic_save(path: Path, save_fn) -> None:

@@ -376,7 +376,16 @@ def test_ensemble_benchmarks_reads_steps_and_the_paper_size_row(tmp_path):
         {"teachers": 50, "vectorised_s_per_step": 1.0}], "peak": {"teachers": 4000,
                                                                   "peak_rss_gib": 17.0}}
     (tmp_path / "b.json").write_text(json.dumps(old))
+    gpu = {"benchmark": "bench_ensemble", "device": "cuda", "device_name": "Some GPU",
+           "hardware": {"cpu_family_model": "25/17"},
+           "steps": [{"teachers": 50, "vectorised_s_per_step": 0.1}]}
+    (tmp_path / "c.json").write_text(json.dumps(gpu))
+    (tmp_path / "d.json").write_text(json.dumps({**old, "hardware": {"cpu_family_model": "26/2"},
+                                                 "device_name": "Some CPU"}))
     t = book.ensemble_benchmarks(tmp_path)
+    # CPU hosts that share a model name are told apart by family/model; a GPU is not
+    assert list(t["device"].iloc[-2:]) == ["Some GPU", "Some CPU, family/model 26/2"]
+    t = t.iloc[:-2]
     assert list(t["teachers"]) == [200, 1000, 4000, 50]
     assert list(t["ms_per_teacher"]) == pytest.approx([10.0, 9.0, 10.0, 20.0])
     assert list(t["adam_moments"]) == ["float32", "float32", "bfloat16", "float32"]

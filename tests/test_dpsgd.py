@@ -809,9 +809,48 @@ def test_search_table_reads_committed_searches(tmp_path):
     r = search_table("mnist", root=tmp_path).iloc[0]
     assert r.clean_cell_final == pytest.approx(83.0) and r.clean_cell_std == pytest.approx(2.0)
     verdict = " ".join(search_verdict(search_table("mnist", root=tmp_path)))
-    assert "same point in 0 of 1" in verdict
+    assert "of the 1 in which at least two points could train" in verdict
+    assert "choose the same point in 0" in verdict and "Per-layer" not in verdict
     assert "+15.00 points on average" in verdict  # 95 (test choice, best) - 80 (clean final)
     assert "+12.00 points higher" in verdict  # 95 - the clean cell's 83
+    # a one-seed cell has no standard deviation (not 0), and NaN is never written as bare JSON
+    (cell / "summary.json").write_text(json.dumps({**summ, "seeds": [0],
+                                                   "final": {"mean": 0.83, "std": None}}))
+    one = search_table("mnist", root=tmp_path)
+    assert one.iloc[0].clean_cell_std is None
+    from datalens_lib.provenance import atomic_write_json
+    atomic_write_json(tmp_path / "t.json", {"rows": one.assign(x=float("nan"))
+                                            .to_dict("records"), "inf": float("inf")})
+    text = (tmp_path / "t.json").read_text()
+    assert "NaN" not in text and '"x": null' in text and "Infinity" in text
+    (cell / "summary.json").write_text(json.dumps(summ))
+    # a per-layer search with one trainable point, and a smoke search (another profile)
+    for name, scope, profile in (("normtopk-layer-k0.8-eps0.5", "layer", "paper"),
+                                 ("normtopk-k0.8-eps0.5", "flat", "smoke")):
+        e = tmp_path / "dpsgd" / "mnist" / name / "search"
+        e.mkdir(parents=True)
+        grid = [{"point": i, "sigma": sg, "max_grad_norm": 10.0, "batch_size": 512, "lr": 0.1,
+                 "steps": st, "final_validation": 0.9, "final": 0.8, "best": 0.85, "status": stt}
+                for i, (sg, st, stt) in enumerate([(1.8, 0, "infeasible: no step"),
+                                                    (3.4, 9, "trained")])]
+        (e / "search.json").write_text(json.dumps({
+            "epsilon": 0.5, "validation": 10_000, "profile": profile, "grid": grid,
+            "overrides": {"scope": scope}, "selected_validation": {"point": 1},
+            "selected_test": {"point": 1}}))
+    t = search_table("mnist", root=tmp_path)
+    assert sorted(t.cell) == ["gmdp-eps0.5", "normtopk-layer-k0.8-eps0.5"]
+    assert t.set_index("cell").trained_points.to_dict() == {"gmdp-eps0.5": 2,
+                                                            "normtopk-layer-k0.8-eps0.5": 1}
+    verdict = " ".join(search_verdict(t))
+    assert "1 committed flat-selection search (" in verdict
+    assert "Per-layer selection (1 search, counted apart)" in verdict
+    assert "agree in 0 of the 0" in verdict
+    assert "(1 more had one)" in verdict
+    assert search_table("mnist", root=tmp_path, profile="smoke").cell.tolist() == [
+        "normtopk-k0.8-eps0.5"]
+    flat_forced = search_verdict(search_table("mnist", root=tmp_path, profile="smoke"))[0]
+    assert "in none could more than one point train" in flat_forced
+    assert "only one point fits the budget" in flat_forced
     summ["config"]["lr"] = 0.2
     (cell / "summary.json").write_text(json.dumps(summ))
     assert search_table("mnist", root=tmp_path).iloc[0].clean_cell_final is None
