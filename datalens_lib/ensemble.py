@@ -108,10 +108,14 @@ def conv_memory_format(device: torch.device | str) -> torch.memory_format:
 
 
 def _grouped_conv(x: torch.Tensor, w_x: torch.Tensor, w_y: torch.Tensor, b: torch.Tensor,
-                  onehot: torch.Tensor) -> torch.Tensor:
+                  onehot: torch.Tensor, teacher_major: bool = False) -> torch.Tensor:
     """x [B, n, c_in, H, W] -> conv of cat(x, onehot(y)) with per-teacher kernels split into
     the image part w_x [n, co, c_in, 5, 5] and the label part w_y [n, co, Y, 5, 5];
-    onehot [n, B, Y]. Returns [B, n, co, H/2, W/2]."""
+    onehot [n, B, Y]. Returns [B, n, co, H/2, W/2], in the convolution's memory layout, or
+    with ``teacher_major`` stored as a contiguous [n, B, co, H/2, W/2] (what the per-teacher
+    flatten of the dense layer reads without a copy, so that the elementwise layers in between
+    and their backward see one layout: ATen's mixed-layout elementwise kernels ran up to ~30x
+    slower here)."""
     bsz, n, c_in = x.shape[:3]
     co = w_x.shape[1]
     hw = x.shape[-2:]
@@ -122,6 +126,8 @@ def _grouped_conv(x: torch.Tensor, w_x: torch.Tensor, w_y: torch.Tensor, b: torc
     h = h.view(bsz, n, co, *h.shape[-2:])
     # label contribution per (teacher, sample): one-hot [n, B, Y] @ maps [n, Y, co*h*w]
     lab = torch.bmm(onehot, _label_maps(w_y, hw)).view(n, bsz, *h.shape[2:])
+    if teacher_major:  # the sum takes the layout of its first operand, the contiguous lab
+        return (lab + h.transpose(0, 1) + b[:, None, :, None, None]).transpose(0, 1)
     return h + lab.transpose(0, 1) + b[None, :, :, None, None]
 
 
@@ -182,7 +188,7 @@ def ensemble_logits(p: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor
     onehot = F.one_hot(y, y_dim).to(x.dtype)  # [n, B, Y]
     h = F.leaky_relu(_grouped_conv(x.transpose(0, 1), p["w0x"], p["w0y"], p["b0"], onehot),
                      _LEAK)
-    h = _grouped_conv(h, p["w1x"], p["w1y"], p["b1"], onehot)  # [B, n, c2, h, w]
+    h = _grouped_conv(h, p["w1x"], p["w1y"], p["b1"], onehot, teacher_major=True)
     hs = h.shape
     h = _bn(h.view(bn_groups, gb, *hs[1:]), p["g1"][None, None, :, :, None, None],
             p["be1"][None, None, :, :, None, None], (1, 4, 5)).view(hs)
@@ -235,7 +241,12 @@ def _adam_kernel(device_type: str):
     name = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
     setattr(cfg, name, max(getattr(cfg, name), 64))
     try:
-        fn = torch.compile(adam_narrow_moments_, dynamic=True, fullgraph=True)
+        # cpp.dynamic_threads: without it TorchInductor's CPU code decides from the first
+        # (probe) call's sizes whether to emit an OpenMP loop, and the kernel ran on one
+        # thread whatever its size: 0.78 against 0.42 ms per MNIST teacher on 2 cores
+        # (benchmarks/README.md); with it the loop is parallel and OpenMP sizes the team
+        fn = torch.compile(adam_narrow_moments_, dynamic=True, fullgraph=True,
+                           options={"cpp.dynamic_threads": True})
         probe = torch.zeros(4, device=device_type)
         narrow = torch.zeros(4, dtype=torch.bfloat16, device=device_type)
         fn(probe, probe.clone(), narrow, narrow.clone(),
