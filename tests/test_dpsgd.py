@@ -842,12 +842,22 @@ def test_search_table_reads_committed_searches(tmp_path):
     assert t.set_index("cell").trained_points.to_dict() == {"gmdp-eps0.5": 2,
                                                             "normtopk-layer-k0.8-eps0.5": 1}
     verdict = " ".join(search_verdict(t))
+    # the per-layer search (its own gap 85 - 80) stays out of the flat gap and cell figures
+    assert "+15.00 points on average" in verdict and "+12.00 points higher" in verdict
     assert "1 committed flat-selection search (" in verdict
-    assert "Per-layer selection (1 search, counted apart)" in verdict
-    assert "agree in 0 of the 0" in verdict
-    assert "(1 more had one)" in verdict
+    assert "Per-layer selection (1 search, counted apart;" in verdict
+    assert "in none could more than one point train" in verdict.split("Per-layer")[1]
+    assert "only one point fits the budget" in verdict.split("Per-layer")[1]
     assert search_table("mnist", root=tmp_path, profile="smoke").cell.tolist() == [
         "normtopk-k0.8-eps0.5"]
+    # a smoke search is compared with the smoke cell, never with the paper-scale one
+    smoke_cell = tmp_path / "dpsgd" / "mnist" / "normtopk-k0.8-eps0.5" / "smoke"
+    smoke_cell.mkdir()
+    (smoke_cell / "summary.json").write_text(json.dumps({
+        **summ, "config": {"sigma": 3.4, "max_grad_norm": 10.0, "batch_size": 512, "lr": 0.1},
+        "final": {"mean": 0.5, "std": 0.01}}))
+    assert search_table("mnist", root=tmp_path, profile="smoke").iloc[0].clean_cell_final == \
+        pytest.approx(50.0)
     flat_forced = search_verdict(search_table("mnist", root=tmp_path, profile="smoke"))[0]
     assert "in none could more than one point train" in flat_forced
     assert "only one point fits the budget" in flat_forced

@@ -1,4 +1,5 @@
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -7,6 +8,7 @@ import torch.nn.functional as F
 from datalens_lib.ensemble import (
     StackedAdam,
     TeacherEnsemble,
+    _BatchedAffine,
     _bn,
     _linear,
     conv_layout,
@@ -27,8 +29,10 @@ def _modules_from(ens, dtype=torch.float64):
     return mods
 
 
+@pytest.mark.parametrize("layout", ["channels_last", "contiguous"])  # CPU's and CUDA's
 @pytest.mark.parametrize("shape,y_dim", [((1, 28, 28), 10), ((3, 32, 32), 3)])
-def test_ensemble_equals_loop_of_modules(shape, y_dim):
+def test_ensemble_equals_loop_of_modules(shape, y_dim, layout, monkeypatch):
+    monkeypatch.setenv("DATALENS_CONV_LAYOUT", layout)
     torch.manual_seed(0)
     n, b = 5, 4
     ens = TeacherEnsemble(n, y_dim, shape, chunk=2, dtype=torch.float64,
@@ -394,6 +398,15 @@ def test_batched_affine_and_batchnorm_are_the_textbook_functions():
                                                                            (3, 4)))
     assert torch.autograd.gradcheck(_linear, (h.requires_grad_(), w.requires_grad_(),
                                               b.requires_grad_()))
+    # the weight gradient comes out contiguous in w's layout (what the Adam kernel reads), and
+    # only the gradients asked for are computed
+    go = torch.randn(3, 5, 4, generator=g, dtype=torch.float64)
+    for need in ((True, False, False), (False, True, True), (True, True, True)):
+        ctx = SimpleNamespace(saved_tensors=(h.detach(), w.detach()), needs_input_grad=need)
+        out = _BatchedAffine.backward(ctx, go)
+        assert [o is not None for o in out] == list(need)
+        if need[1]:
+            assert out[1].is_contiguous() and out[1].shape == w.shape
     ref = torch.baddbmm(b[:, None, :], h, w.transpose(1, 2))
     torch.testing.assert_close(_linear(h, w, b), ref)
     (gh,) = torch.autograd.grad(_linear(h, w.detach(), b.detach()).square().sum(), h)

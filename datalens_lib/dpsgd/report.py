@@ -237,7 +237,8 @@ def search_verdict(searches: pd.DataFrame) -> list[str]:
 
     Agreement is counted over the flat-selection searches in which at least two points could
     train (where one point alone fits the budget, both rules must pick it: no evidence either
-    way); per-layer searches are counted apart."""
+    way). Per-layer searches are counted apart, and only their agreement is reported: the
+    gap figures are the flat selection's, the selection the paper's tables use."""
     if searches.empty:
         return ["No validation-split search is committed: nothing to measure."]
     flat = searches[searches.scope == "flat"]
@@ -275,9 +276,10 @@ def search_verdict(searches: pd.DataFrame) -> list[str]:
     if len(layer):
         same, n, forced = agreement(layer)
         out.append(f"Per-layer selection ({len(layer)} search{'es' if len(layer) > 1 else ''}, "
-                   "counted apart): the two rules "
-                   f"agree in {same} of the {n} with at least two trainable points"
-                   + (f" ({forced} more had one)." if forced else "."))
+                   "counted apart; only its agreement is measured): "
+                   + (f"of the {n} in which at least two points could train, the two rules "
+                      f"agree in {same}" if n else "in none could more than one point train")
+                   + (f"; in {forced} only one point fits the budget." if forced else "."))
     return out
 
 
