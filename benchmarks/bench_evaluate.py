@@ -7,7 +7,12 @@ utility evaluation (the official CNN, SGD lr 2e-3, batch 512) on them.
   ReLUs, NCHW), in the same process; the projected 30-epoch time; and a numerics check:
   seeded ``--check-epochs`` runs of the library (channels-last) and of the official order
   (NCHW) on ``--check-n`` images must give the same per-epoch test accuracies up to float
-  rounding (the same function, the same dropout masks).
+  rounding (the same function, the same dropout masks: ATen's). The library's default dropout
+  masks on the CPU (``evaluate.DropoutStreams``) are timed against ATen's in the same layout,
+  and its reuse of freed memory (``memory.reuse_freed_memory``) against glibc's default.
+* **Dropout effect** (``--effect-samples FILE``): the same sample file evaluated with ATen's
+  masks and with the streams for ``--effect-seeds`` classifier seeds each: what the choice of
+  masks changes in a result.
 * **Sampling**: seconds for ``--samples`` images with ``datalens.sample_generator`` (64 batches
   of 15 per call, BatchNorm per batch) against one call per batch of 15 (the official
   sampler's loop), the latter timed on a tenth of the images and scaled.
@@ -49,26 +54,36 @@ class OfficialOrderCNN(ev.EvalCNN):
         return self.fc2(F.relu(self.fc1(x.flatten(1))))
 
 
-def _train(model_cls: type, x, y, xt, yt, epochs: int, layout: str, seed: int = 0) -> dict:
+def _train(model_cls: type, x, y, xt, yt, epochs: int, layout: str, rng: str,
+           seed: int = 0, heap: bool = True) -> dict:
     saved, env = ev.EvalCNN, os.environ.get("DATALENS_CONV_LAYOUT")
+    saved_heap = ev.reuse_freed_memory
     ev.EvalCNN = model_cls  # train_classifier builds ev.EvalCNN
+    if not heap:  # glibc's default allocation (memory.reuse_freed_memory off)
+        ev.reuse_freed_memory = lambda enabled=True: saved_heap(False)
     os.environ["DATALENS_CONV_LAYOUT"] = layout
     try:
-        res = ev.train_classifier(x, y, xt, yt, Y, epochs=epochs, seed=seed, progress=False)
-        assert res["conv_layout"] == layout
+        res = ev.train_classifier(x, y, xt, yt, Y, epochs=epochs, seed=seed, progress=False,
+                                  dropout_rng=rng)
+        assert res["conv_layout"] == layout and res["dropout_rng"] == rng
         return res
     finally:
-        ev.EvalCNN = saved
+        ev.EvalCNN, ev.reuse_freed_memory = saved, saved_heap
         if env is None:
             os.environ.pop("DATALENS_CONV_LAYOUT")
         else:
             os.environ["DATALENS_CONV_LAYOUT"] = env
 
 
-#: what is timed: (name, model class, memory format)
-VARIANTS = (("library", ev.EvalCNN, "channels_last"),
-            ("library_nchw", ev.EvalCNN, "contiguous"),
-            ("official_order", OfficialOrderCNN, "contiguous"))
+#: what is timed: (name, model class, memory format, dropout masks); the official order draws
+#: ATen's masks whatever it is given (its forward calls F.dropout)
+#: and whether freed memory is reused (memory.reuse_freed_memory; the variants before it
+#: existed ran without)
+VARIANTS = (("library", ev.EvalCNN, "channels_last", "streams", True),
+            ("library_fresh_pages", ev.EvalCNN, "channels_last", "streams", False),
+            ("library_aten_dropout", ev.EvalCNN, "channels_last", "torch", False),
+            ("library_nchw", ev.EvalCNN, "contiguous", "torch", False),
+            ("official_order", OfficialOrderCNN, "contiguous", "torch", False))
 
 
 def bench_evaluation(n: int, check_n: int, check_epochs: int) -> dict:
@@ -77,33 +92,67 @@ def bench_evaluation(n: int, check_n: int, check_epochs: int) -> dict:
     y = rng.integers(0, Y, n)
     xt, yt = x[:10000], y[:10000]
     out = {"n_train": n, "n_test": len(xt), "batch_size": 512}
-    for _, cls, layout in VARIANTS:  # warm-up: oneDNN builds its kernels on first use
-        _train(cls, x[:2048], y[:2048], xt[:2048], yt[:2048], epochs=1, layout=layout)
-    for name, cls, layout in VARIANTS:
-        res = _train(cls, x, y, xt, yt, epochs=1, layout=layout)
+    for _, cls, layout, masks, heap in VARIANTS:  # warm-up: oneDNN builds its kernels
+        _train(cls, x[:2048], y[:2048], xt[:2048], yt[:2048], 1, layout, masks, heap=heap)
+    for name, cls, layout, masks, heap in VARIANTS:
+        res = _train(cls, x, y, xt, yt, 1, layout, masks, heap=heap)
         out[f"{name}_s_per_epoch"] = res["seconds"]
-        print(f"evaluation, {name:15s} ({layout:13s}): {res['seconds']:6.1f} s/epoch on {n} "
-              f"images (30 epochs: {30 * res['seconds'] / 60:5.1f} min)", flush=True)
+        print(f"evaluation, {name:20s} ({layout:13s}, {masks:7s}, heap reuse {heap!s:5s}): "
+              f"{res['seconds']:6.1f} s/epoch on {n} images (30 epochs: "
+              f"{30 * res['seconds'] / 60:5.1f} min)", flush=True)
     out["speed_up"] = out["official_order_s_per_epoch"] / out["library_s_per_epoch"]
-    out["layout_speed_up"] = out["library_nchw_s_per_epoch"] / out["library_s_per_epoch"]
+    out["layout_speed_up"] = (out["library_nchw_s_per_epoch"]
+                              / out["library_aten_dropout_s_per_epoch"])
+    out["dropout_streams_speed_up"] = (out["library_aten_dropout_s_per_epoch"]
+                                       / out["library_fresh_pages_s_per_epoch"])
+    out["heap_reuse_speed_up"] = (out["library_fresh_pages_s_per_epoch"]
+                                  / out["library_s_per_epoch"])
     out["projected_30_epochs_min"] = 30 * out["library_s_per_epoch"] / 60
     # numerics: a seeded short run of each on a learnable problem (class-dependent means)
     cx = (rng.random((check_n, *SHAPE), dtype=np.float32) * 0.1
           + (np.arange(check_n) % Y)[:, None, None, None].astype(np.float32) / (Y - 1))
     cy = np.arange(check_n) % Y
+    # (with ATen's masks, which the official order draws: the same function and masks)
     a = _train(ev.EvalCNN, cx, cy, cx[:1000], cy[:1000], check_epochs, "channels_last",
-               seed=3)
+               "torch", seed=3)
     b = _train(OfficialOrderCNN, cx, cy, cx[:1000], cy[:1000], check_epochs, "contiguous",
-               seed=3)
+               "torch", seed=3)
     diff = float(np.max(np.abs(np.subtract(a["test_accuracy_per_epoch"],
                                            b["test_accuracy_per_epoch"]))))
-    out["numerics"] = {"epochs": check_epochs, "n": check_n,
+    out["numerics"] = {"epochs": check_epochs, "n": check_n, "dropout_rng": "torch",
                        "library": a["test_accuracy_per_epoch"],
                        "official_order": b["test_accuracy_per_epoch"],
                        "max_abs_accuracy_difference": diff}
     print(f"evaluation speed-up x{out['speed_up']:.2f} (layout alone x"
-          f"{out['layout_speed_up']:.2f}); seeded {check_epochs}-epoch runs: "
+          f"{out['layout_speed_up']:.2f}, dropout streams alone x"
+          f"{out['dropout_streams_speed_up']:.2f}, heap reuse alone x"
+          f"{out['heap_reuse_speed_up']:.2f}); seeded {check_epochs}-epoch runs: "
           f"max |accuracy difference| {diff:.4g}", flush=True)
+    return out
+
+
+def bench_dropout_effect(samples: Path, dataset: str, seeds: int, epochs: int) -> dict:
+    """What the dropout masks change in a result: ``evaluate_samples`` of one sample file with
+    ATen's masks and with ``DropoutStreams``, for classifier seeds 0 .. seeds - 1 each (the
+    official schedule otherwise; the training seed of the samples is fixed)."""
+    from datalens_lib.data import load_dataset
+    from datalens_lib.samples import load_samples
+
+    ds = load_dataset(dataset)
+    x, y = load_samples(samples, shape=ds.shape, num_classes=ds.num_classes)
+    out: dict = {"samples": str(samples), "dataset": dataset, "epochs": epochs,
+                 "n_train": len(x)}
+    for rng in ev.DROPOUT_RNGS:
+        runs = [ev.train_classifier(x, y, ds.x_test, ds.y_test, ds.num_classes, epochs=epochs,
+                                    seed=s, progress=False, dropout_rng=rng)
+                for s in range(seeds)]
+        out[rng] = {p: [r[p] for r in runs] for p in ev.PROTOCOLS}
+        out[rng]["seconds"] = [r["seconds"] for r in runs]
+        print(f"dropout {rng:7s}: paper {np.mean(out[rng]['paper']):.4f} +- "
+              f"{np.std(out[rng]['paper'], ddof=1) if seeds > 1 else 0:.4f}, clean "
+              f"{np.mean(out[rng]['clean']):.4f} +- "
+              f"{np.std(out[rng]['clean'], ddof=1) if seeds > 1 else 0:.4f} over {seeds} "
+              f"classifier seeds ({epochs} epochs, {len(x)} images)", flush=True)
     return out
 
 
@@ -118,11 +167,18 @@ def bench_sampling(n: int) -> dict:
     t = time.perf_counter()
     sample_generator(G, m, 15, torch.Generator().manual_seed(1), groups_per_call=1)
     per_batch = (time.perf_counter() - t) * n / m
+    from datalens_lib.memory import reuse_freed_memory
+
+    with reuse_freed_memory() as active:  # (not the library's sampling yet: measured here)
+        t = time.perf_counter()
+        sample_generator(G, n, 15, torch.Generator().manual_seed(1))
+        heap = time.perf_counter() - t
     print(f"sampling {n} images: {grouped:6.1f} s grouped (64 batches per call); one call "
-          f"per batch of 15 {per_batch:6.1f} s (timed on {m}); x{per_batch / grouped:.2f}",
-          flush=True)
+          f"per batch of 15 {per_batch:6.1f} s (timed on {m}); x{per_batch / grouped:.2f}; "
+          f"grouped with freed memory reused ({active}) {heap:6.1f} s", flush=True)
     return {"n": n, "grouped_s": grouped, "per_batch_s": per_batch,
-            "speed_up": per_batch / grouped}
+            "speed_up": per_batch / grouped, "grouped_heap_reuse_s": heap,
+            "heap_reuse_active": active}
 
 
 def main() -> None:
@@ -131,16 +187,29 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=100000)
     ap.add_argument("--check-n", type=int, default=5000)
     ap.add_argument("--check-epochs", type=int, default=3)
+    ap.add_argument("--effect-samples", type=Path, default=None,
+                    help="a sample file (.npz) to evaluate with both dropout masks")
+    ap.add_argument("--effect-dataset", default="mnist")
+    ap.add_argument("--effect-seeds", type=int, default=3)
+    ap.add_argument("--effect-epochs", type=int, default=30)
+    ap.add_argument("--skip", choices=("evaluation", "sampling"), action="append", default=[])
     ap.add_argument("--record", type=Path)
     args = ap.parse_args()
-    if min(args.n, args.samples, args.check_n, args.check_epochs) < 1:
-        ap.error("--n, --samples, --check-n and --check-epochs must be positive")
+    if min(args.n, args.samples, args.check_n, args.check_epochs, args.effect_seeds,
+           args.effect_epochs) < 1:
+        ap.error("--n, --samples, --check-n, --check-epochs, --effect-seeds and "
+                 "--effect-epochs must be positive")
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}", flush=True)
     rec = {"benchmark": "bench_evaluate",
            "date": datetime.datetime.now(datetime.UTC).isoformat(),
-           "threads": torch.get_num_threads(),
-           "evaluation": bench_evaluation(args.n, args.check_n, args.check_epochs),
-           "sampling": bench_sampling(args.samples)}
+           "threads": torch.get_num_threads()}
+    if "evaluation" not in args.skip:
+        rec["evaluation"] = bench_evaluation(args.n, args.check_n, args.check_epochs)
+    if "sampling" not in args.skip:
+        rec["sampling"] = bench_sampling(args.samples)
+    if args.effect_samples is not None:
+        rec["dropout_effect"] = bench_dropout_effect(args.effect_samples, args.effect_dataset,
+                                                     args.effect_seeds, args.effect_epochs)
     if args.record:
         rec.update(provenance())
         atomic_write_json(args.record, rec)

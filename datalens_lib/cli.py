@@ -151,12 +151,12 @@ def _evaluate_file(args: argparse.Namespace) -> int:
         res = evaluate_samples(path, args.dataset, epochs=epochs, lr=lr,
                                batch_size=args.batch_size, seed=args.seed,
                                device=str(resolve_device(args.device)), limit=args.limit,
-                               pad_to=args.pad_to)
+                               pad_to=args.pad_to, dropout_rng=args.dropout_rng)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     res.update(provenance())
-    variant = _eval_variant(lr, 2e-3, args.limit, args.seed, args.pad_to)
+    variant = _eval_variant(lr, 2e-3, args.limit, args.seed, args.pad_to, args.dropout_rng)
     out = path.parent / (args.name or f"{path.stem}-eval-{epochs}ep{variant}.json")
     atomic_write_json(out, res)
     print(f"test accuracy: paper protocol (max over epochs) {res['paper']:.4f}, clean protocol "
@@ -165,13 +165,14 @@ def _evaluate_file(args: argparse.Namespace) -> int:
 
 
 def _eval_variant(lr: float, default_lr: float, limit: int | None, seed: int,
-                  pad_to: int | None = None) -> str:
+                  pad_to: int | None = None, dropout_rng: str | None = None) -> str:
     """The record-name suffix of an evaluation variant (another lr, a first-N limit, zero-row
-    padding, another classifier seed): a variant never takes the name of the default
-    evaluation's record."""
+    padding, another classifier seed, dropout masks named explicitly): a variant never takes
+    the name of the default evaluation's record."""
     return ((f"-lr{lr:g}" if lr != default_lr else "")
             + (f"-first{limit}" if limit is not None else "")
             + (f"-padto{pad_to}" if pad_to is not None else "")
+            + (f"-dropout{dropout_rng}" if dropout_rng is not None else "")
             + (f"-seed{seed}" if seed != 0 else ""))
 
 
@@ -228,7 +229,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     try:
         res = evaluate_samples(run_dir / samples, cfg["dataset"], epochs=epochs,
                                lr=lr, batch_size=cfg["eval_batch_size"], seed=args.seed,
-                               device=device, limit=args.limit, pad_to=args.pad_to)
+                               device=device, limit=args.limit, pad_to=args.pad_to,
+                               dropout_rng=args.dropout_rng)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -241,9 +243,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         res["schedule_check"] = schedule_check(cfg, epochs, cfg["eval_epochs"])
     if args.snapshot is not None:
         res["snapshot"] = snaps[args.snapshot]
-    name = args.name or (f"{prefix}eval-{epochs}ep"
-                         f"{_eval_variant(lr, cfg['eval_lr'], args.limit, args.seed, args.pad_to)}"
-                         ".json")
+    variant = _eval_variant(lr, cfg["eval_lr"], args.limit, args.seed, args.pad_to,
+                            args.dropout_rng)
+    name = args.name or f"{prefix}eval-{epochs}ep{variant}.json"
     atomic_write_json(run_dir / name, res)
     print(f"test accuracy: paper protocol (max over epochs) {res['paper']:.4f}, "
           f"clean protocol (after {epochs} epochs) {res['clean']:.4f}"
@@ -638,6 +640,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--pad-to", type=int, default=None, metavar="N",
                     help="pad the training set to N rows of zero images with zero targets, as "
                     "the official Fashion-MNIST evaluation script does (an opt-in variant)")
+    ev.add_argument("--dropout-rng", choices=("streams", "torch"), default=None,
+                    help="the classifier's dropout masks: parallel seeded streams (the CPU "
+                    "default) or ATen's dropout on the global generator (the CUDA default, and "
+                    "every evaluation before 2026-11-28); naming it makes a variant")
     ev.add_argument("--name", default=None, help="output file name in the run folder")
     ev.add_argument("--dataset", default=None,
                     help="for a sample file (.npz): the dataset whose test set scores it")

@@ -16,7 +16,9 @@ Glorot-uniform weights, categorical cross-entropy, plain SGD (MNIST/Fashion: lr 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +31,13 @@ from tqdm import tqdm
 from ._validate import choice, positive_float, positive_int
 from .data import load_dataset
 from .ensemble import conv_layout
+from .memory import reuse_freed_memory
 from .provenance import atomic_save
 from .samples import load_samples
 
 PROTOCOLS = ("paper", "clean")
+#: where the classifier's dropout masks come from (:class:`DropoutStreams`; ``train_classifier``)
+DROPOUT_RNGS = ("streams", "torch")
 
 
 def dropout_nchw_order(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -50,6 +55,74 @@ def dropout_nchw_order(x: torch.Tensor, p: float, training: bool) -> torch.Tenso
     return x * noise.contiguous(memory_format=torch.channels_last)
 
 
+class DropoutStreams:
+    """Dropout masks for the evaluation CNN from ``streams`` seeded CPU generators that draw
+    in parallel (the evaluation's default dropout on the CPU, ``dropout_rng="streams"``).
+
+    The mask of an activation of shape (N, C, H, W) is a float32 uniform U per unit, in NCHW
+    order whatever the activation's memory format; a unit is kept iff U >= p and kept units are
+    scaled by 1 / (1 - p). That is the official Keras/TensorFlow rule (``random_uniform >=
+    rate`` on float32 draws), not ATen's ``bernoulli_``, which draws a float64 per unit from
+    one Mersenne twister in a serial loop: a third of a one-thread training step of the CNN at
+    batch 512, on one core however many the step has (``benchmarks/README.md``). Here the flat
+    NCHW mask is cut into ``streams`` equal contiguous shares, share i is drawn from its own
+    ``torch.Generator`` (seeds from ``numpy.random.SeedSequence((seed, 0xD0))``), and the shares
+    are drawn concurrently in threads (ATen releases the GIL). The masks depend on the seed and
+    the number of streams only, never on the thread count or the memory layout; their states are
+    part of the evaluation's checkpoint (:meth:`state`).
+
+    A speed choice that changes seeded runs (other masks from the same seed, the same
+    distribution): ``dropout_rng="torch"`` keeps ATen's draws from the global generator, as
+    every evaluation before this class did; the difference in accuracy between the two is
+    measured in ``benchmarks/README.md``."""
+
+    def __init__(self, seed: int, streams: int = 2):
+        self.streams = positive_int("streams", streams)
+        seeds = np.random.SeedSequence((int(seed), 0xD0)).generate_state(self.streams,
+                                                                         dtype=np.uint64)
+        self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
+        self._pool: ThreadPoolExecutor | None = None
+
+    def uniform(self, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
+        """The next float32 uniforms in [0, 1) of ``shape`` (contiguous: NCHW order)."""
+        out = torch.empty(shape, dtype=torch.float32)
+        flat = out.view(-1)
+        bounds = np.linspace(0, flat.numel(), self.streams + 1).astype(np.int64)
+        jobs = [(g, flat[a:b]) for g, a, b in zip(self.generators, bounds[:-1], bounds[1:],
+                                                 strict=True)]
+        if self.streams == 1:
+            torch.rand(jobs[0][1].shape, generator=jobs[0][0], out=jobs[0][1])
+            return out
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.streams, thread_name_prefix="dropout")
+        for f in [self._pool.submit(torch.rand, part.shape, generator=g, out=part)
+                  for g, part in jobs]:
+            f.result()
+        return out
+
+    def __call__(self, x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+        """``x`` with units dropped with probability ``p`` (identity when not training)."""
+        if not training or p == 0:
+            return x
+        keep = self.uniform(x.shape).ge_(p)  # (1.0 / 0.0 in place of a bool tensor)
+        if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) \
+                and not x.is_contiguous():
+            keep = keep.contiguous(memory_format=torch.channels_last)
+        return x * keep.mul_(1.0 / (1.0 - p)).to(x.device, x.dtype)
+
+    def state(self) -> list[torch.Tensor]:
+        return [g.get_state() for g in self.generators]
+
+    def set_state(self, states: list[torch.Tensor]) -> None:
+        if len(states) != self.streams:
+            raise ValueError(f"{len(states)} generator states for {self.streams} streams")
+        for g, s in zip(self.generators, states, strict=True):
+            g.set_state(s)
+
+    def __getstate__(self) -> dict[str, Any]:  # (a thread pool does not pickle)
+        return {**self.__dict__, "_pool": None}
+
+
 class EvalCNN(nn.Module):
     """The official evaluation classifier (see module doc).
 
@@ -60,12 +133,17 @@ class EvalCNN(nn.Module):
     (:func:`dropout_nchw_order`), and the first dense layer reads the activation in its memory
     order with its weight columns permuted to match (parameters stay in the official order).
     The same function: outputs and gradients equal the NCHW path's up to float rounding
-    (``tests/test_evaluate.py``)."""
+    (``tests/test_evaluate.py``).
+
+    ``dropout``: where the dropout masks come from: a :class:`DropoutStreams` (what
+    :func:`train_classifier` uses on the CPU by default), or None for ATen's dropout on the
+    global generator (:func:`dropout_nchw_order`; the evaluations before ``DropoutStreams``)."""
 
     def __init__(self, shape: tuple[int, int, int], num_classes: int,
-                 channels_last: bool = False):
+                 channels_last: bool = False, dropout: DropoutStreams | None = None):
         super().__init__()
         self.channels_last = channels_last
+        self.dropout = dropout
         c, h, w = shape
         self.conv1 = nn.Conv2d(c, 32, 3)
         self.conv2 = nn.Conv2d(32, 64, 3)
@@ -84,8 +162,9 @@ class EvalCNN(nn.Module):
         h = self.conv1(x)
         if self.channels_last:  # (a one-channel input is both layouts: conv1 keeps NCHW)
             h = h.contiguous(memory_format=torch.channels_last)
-        h = dropout_nchw_order(F.relu(F.max_pool2d(h, 2), inplace=True), 0.2, self.training)
-        h = dropout_nchw_order(F.relu(self.conv2(h), inplace=True), 0.25, self.training)
+        drop = dropout_nchw_order if self.dropout is None else self.dropout
+        h = drop(F.relu(F.max_pool2d(h, 2), inplace=True), 0.2, self.training)
+        h = drop(F.relu(self.conv2(h), inplace=True), 0.25, self.training)
         if self.channels_last:
             # the dense layer's weight columns permuted from the official (c, h, w) order to
             # the activation's memory order (h, w, c): the same products summed in another
@@ -114,8 +193,15 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
                      lr: float = 2e-3, batch_size: int = 512, seed: int = 0,
                      device: str | torch.device = "cpu", progress: bool = True,
                      checkpoint: str | Path | None = None,
-                     checkpoint_every: int = 10, pad_to: int | None = None) -> dict[str, Any]:
+                     checkpoint_every: int = 10, pad_to: int | None = None,
+                     dropout_rng: str | None = None) -> dict[str, Any]:
     """Train ``EvalCNN`` with SGD and return per-epoch test accuracies and both protocols.
+
+    ``dropout_rng`` (one of :data:`DROPOUT_RNGS`; None: ``"streams"`` on the CPU, ``"torch"``
+    on CUDA, whose fused dropout is fast): ``"streams"`` draws the dropout masks from
+    :class:`DropoutStreams` seeded by ``seed``, ``"torch"`` from the global generator with
+    ATen's dropout, as evaluations did before ``DropoutStreams`` existed. Either is the
+    official rule (Keras's dropout 0.2 and 0.25); they differ in the masks a seed gives.
 
     With ``checkpoint``, the state (model, optimiser, RNG, accuracies so far) is saved every
     ``checkpoint_every`` epochs and after the last one (temp file + rename). The optimiser is
@@ -141,6 +227,8 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     if pad_to is not None and positive_int("pad_to", pad_to) < len(x_train):
         raise ValueError(f"pad_to ({pad_to}) is below the {len(x_train)} samples: it pads the "
                          "training set with zero rows, it does not cut it (see limit)")
+    if dropout_rng is not None:
+        choice("dropout_rng", dropout_rng, DROPOUT_RNGS)
     device = torch.device(device)
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
@@ -156,16 +244,22 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     # moved to the model's device by their load_state_dict
     st = (torch.load(ckpt, map_location="cpu", weights_only=True)
           if ckpt is not None and ckpt.exists() else None)
-    # a checkpoint of this evaluation continues in the layout it was started in (either way,
-    # on either device); a new one takes the device's (channels-last: its own key, other
-    # float rounding)
+    # a checkpoint of this evaluation continues in the layout and with the dropout masks it
+    # was started with (either way, on either device; older checkpoints name neither and
+    # drew ATen's masks), unless dropout_rng asks for other masks; a new one takes the
+    # device's layout (channels-last: its own key, other float rounding) and dropout_rng
+    # (streams: its own key, other masks)
     layout = conv_layout(device)
-    if st is not None and st["args"] in (key, [*key, "channels_last"]):
-        layout = "channels_last" if st["args"] != key else "contiguous"
-    if layout == "channels_last":
-        key.append("channels_last")
+    rng = dropout_rng or ("torch" if device.type == "cuda" else "streams")
+    if st is not None:
+        for cl, r in itertools.product(("channels_last", "contiguous"),
+                                       (dropout_rng,) if dropout_rng else DROPOUT_RNGS):
+            if st["args"] == _checkpoint_key(key, cl, r):
+                layout, rng = cl, r
+    key = _checkpoint_key(key, layout, rng)
+    streams = DropoutStreams(seed) if rng == "streams" else None
     model = EvalCNN(tuple(xtr.shape[1:]), num_classes,
-                    channels_last=layout == "channels_last").to(device)
+                    channels_last=layout == "channels_last", dropout=streams).to(device)
     if model.channels_last:
         model = model.to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
@@ -183,56 +277,70 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
             if len(accs) >= epochs:  # a longer schedule already ran: its prefix is the answer
                 res = _classifier_result(accs[:epochs], lr, batch_size, seed, len(xtr),
                                          times[epochs - 1], len(accs), nonfinite_from,
-                                         layout)
+                                         layout, rng)
                 return res if pad_to is None else {**res, "pad_to": pad_to}
             model.load_state_dict(st["model"])
             opt.load_state_dict(st["opt"])
             gen.set_state(st["gen"])
-            torch.set_rng_state(st["torch_rng"])  # dropout draws from the global generator
+            torch.set_rng_state(st["torch_rng"])  # ATen's dropout draws from it
+            if streams is not None:
+                streams.set_state(st["dropout_rng"])
             if device.type == "cuda" and st.get("cuda_rng") is not None:
                 torch.cuda.set_rng_state(st["cuda_rng"], device)
     resumed_at = len(accs)
     t0, before = time.perf_counter(), (times[-1] if times else 0.0)
-    for epoch in tqdm(range(len(accs), epochs), disable=not progress, desc="classifier",
-                      unit="epoch", initial=len(accs), total=epochs):
-        model.train()
-        perm = torch.randperm(rows, generator=gen).to(device)
-        for s in range(0, rows, batch_size):
-            idx = perm[s: s + batch_size]
-            if pad_to is None:
-                loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
-            else:  # the real rows' loss summed over the whole batch's size (docstring)
-                real = idx[idx < len(xtr)]
-                if not len(real):
-                    continue
-                loss = F.cross_entropy(model(xtr[real]), ytr[real], reduction="sum") / len(idx)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-        if nonfinite_from is None and not all(bool(torch.isfinite(p).all())
-                                              for p in model.parameters()):
-            nonfinite_from = epoch + 1
-        accs.append(accuracy(model, xte, yte))
-        times.append(before + time.perf_counter() - t0)
-        if ckpt is not None and ((epoch + 1) % checkpoint_every == 0 or epoch + 1 == epochs):
-            state = {"args": key, "accs": accs, "model": model.state_dict(),
-                     "opt": opt.state_dict(), "gen": gen.get_state(),
-                     "torch_rng": torch.get_rng_state(),
-                     "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda"
-                     else None, "times": times, "nonfinite_from": nonfinite_from}
-            atomic_save(ckpt, lambda tmp, st=state: torch.save(st, tmp))
+    # (freed memory reused between batches on the CPU: memory.reuse_freed_memory)
+    with reuse_freed_memory(device.type == "cpu"):
+        for epoch in tqdm(range(len(accs), epochs), disable=not progress, desc="classifier",
+                          unit="epoch", initial=len(accs), total=epochs):
+            model.train()
+            perm = torch.randperm(rows, generator=gen).to(device)
+            for s in range(0, rows, batch_size):
+                idx = perm[s: s + batch_size]
+                if pad_to is None:
+                    loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
+                else:  # the real rows' loss summed over the whole batch's size (docstring)
+                    real = idx[idx < len(xtr)]
+                    if not len(real):
+                        continue
+                    loss = F.cross_entropy(model(xtr[real]), ytr[real], reduction="sum") / len(idx)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+            if nonfinite_from is None and not all(bool(torch.isfinite(p).all())
+                                                  for p in model.parameters()):
+                nonfinite_from = epoch + 1
+            accs.append(accuracy(model, xte, yte))
+            times.append(before + time.perf_counter() - t0)
+            if ckpt is not None and ((epoch + 1) % checkpoint_every == 0 or epoch + 1 == epochs):
+                state = {"args": key, "accs": accs, "model": model.state_dict(),
+                         "opt": opt.state_dict(), "gen": gen.get_state(),
+                         "torch_rng": torch.get_rng_state(),
+                         "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda"
+                         else None, "times": times, "nonfinite_from": nonfinite_from,
+                         "dropout_rng": streams.state() if streams is not None else None}
+                atomic_save(ckpt, lambda tmp, st=state: torch.save(st, tmp))
     res = _classifier_result(accs, lr, batch_size, seed, len(xtr), times[-1], resumed_at,
-                             nonfinite_from, layout)
+                             nonfinite_from, layout, rng)
     if pad_to is not None:
         res["pad_to"] = pad_to
     return res
 
 
+def _checkpoint_key(key: list[Any], layout: str, rng: str) -> list[Any]:
+    """An evaluation checkpoint's key: ``key`` and what changes its float rounding or its
+    dropout masks. Keys of the older NCHW and ATen-dropout checkpoints are unchanged."""
+    return [*key, *(["channels_last"] if layout == "channels_last" else []),
+            *(["dropout=streams"] if rng == "streams" else [])]
+
+
 def _classifier_result(accs: list[float], lr: float, batch_size: int, seed: int, n_train: int,
                        seconds: float, resumed_at: int, nonfinite_from: int | None = None,
-                       layout: str = "contiguous") -> dict[str, Any]:
+                       layout: str = "contiguous", rng: str = "torch") -> dict[str, Any]:
     """``conv_layout``: the classifier's memory format (``EvalCNN.channels_last``; absent from
     records written before it existed, which ran NCHW);
+    ``dropout_rng``: where its dropout masks came from (``train_classifier``; absent from
+    records written before it existed, which drew ATen's, ``"torch"``);
     ``continued_from_epoch``: epochs taken from a checkpoint (0: all trained in this call);
     ``seconds``: training time of the whole schedule, summed over the calls that made it;
     ``diverged_at_epoch``: the first epoch after which the classifier's weights were not finite
@@ -244,7 +352,8 @@ def _classifier_result(accs: list[float], lr: float, batch_size: int, seed: int,
             "shorter_schedules": schedule_sensitivity(accs),
             "best_epoch": int(np.argmax(accs)) + 1, "epochs": len(accs), "lr": lr,
             "batch_size": batch_size, "seed": seed, "seconds": seconds,
-            "continued_from_epoch": resumed_at, "n_train": n_train, "conv_layout": layout}
+            "continued_from_epoch": resumed_at, "n_train": n_train, "conv_layout": layout,
+            "dropout_rng": rng}
 
 
 def _fingerprint(x: np.ndarray, y: np.ndarray) -> str:
@@ -263,24 +372,29 @@ def schedule_sensitivity(accs: list[float], lengths=(10, 30, 100, 300)) -> dict[
 
 
 def _eval_checkpoint(samples: Path, seed: int, lr: float = 2e-3,
-                     limit: int | None = None, pad_to: int | None = None) -> Path:
+                     limit: int | None = None, pad_to: int | None = None,
+                     dropout_rng: str | None = None) -> Path:
     """``.eval-seed<S>.ckpt`` beside ``samples.npz`` (the name earlier evaluations resume
     from); other sample files (budget snapshots) get their own ``.eval-<stem>-seed<S>.ckpt``,
     and evaluation variants (another learning rate than the book's 2e-3, the first ``limit``
-    samples) theirs, so that no variant overwrites another's checkpoint."""
+    samples, zero-row padding, dropout masks named explicitly) theirs, so that no variant
+    overwrites another's checkpoint."""
     stem = "" if samples.name == "samples.npz" else f"{samples.stem}-"
     variant = (f"lr{lr:g}-" if lr != 2e-3 else "") + (
         f"first{limit}-" if limit is not None else "") + (
-        f"padto{pad_to}-" if pad_to is not None else "")
+        f"padto{pad_to}-" if pad_to is not None else "") + (
+        f"dropout{dropout_rng}-" if dropout_rng is not None else "")
     return samples.parent / f".eval-{stem}{variant}seed{seed}.ckpt"
 
 
 def evaluate_samples(samples: str | Path, dataset: str, *, epochs: int = 600, lr: float = 2e-3,
                      batch_size: int = 512, seed: int = 0, device: str = "cpu",
                      data_dir: str | Path | None = None, limit: int | None = None,
-                     progress: bool = True, pad_to: int | None = None) -> dict[str, Any]:
+                     progress: bool = True, pad_to: int | None = None,
+                     dropout_rng: str | None = None) -> dict[str, Any]:
     """Utility of a synthetic sample file (x, y; ``datalens_lib.samples``: float in [0, 1] or
-    uint8, checked) on ``dataset``'s real test set."""
+    uint8, checked) on ``dataset``'s real test set. ``dropout_rng`` given explicitly (see
+    :func:`train_classifier`) is a variant with a checkpoint of its own."""
     ds = load_dataset(dataset, data_dir)
     # float16 samples stay float16 here: the resume fingerprint is over the stored values
     x, y = load_samples(samples, shape=ds.shape, num_classes=ds.num_classes,
@@ -289,8 +403,9 @@ def evaluate_samples(samples: str | Path, dataset: str, *, epochs: int = 600, lr
         x, y = x[:limit], y[:limit]
     res = train_classifier(x, y, ds.x_test, ds.y_test, ds.num_classes, epochs=epochs, lr=lr,
                            batch_size=batch_size, seed=seed, device=device, progress=progress,
-                           checkpoint=_eval_checkpoint(Path(samples), seed, lr, limit, pad_to),
-                           pad_to=pad_to)
+                           checkpoint=_eval_checkpoint(Path(samples), seed, lr, limit, pad_to,
+                                                       dropout_rng),
+                           pad_to=pad_to, dropout_rng=dropout_rng)
     res["dataset"] = dataset
     if limit is not None:
         res["limit"] = limit  # only the first ``limit`` samples were used

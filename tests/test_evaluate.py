@@ -471,3 +471,95 @@ def test_zero_row_padding_gradient_equals_explicit_zero_rows():
     g2 = torch.autograd.grad(ours, list(model.parameters()))
     for a, b in zip(g1, g2, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_dropout_streams_keep_units_with_the_keras_rule_in_nchw_order():
+    """DropoutStreams: a unit is kept iff its float32 uniform is >= p, kept units scaled by
+    1 / (1 - p); the uniforms are share i of the flat NCHW tensor from generator i, seeded from
+    SeedSequence((seed, 0xD0)); the same units in either memory layout."""
+    seed, shape = 5, (64, 32, 13, 13)
+    n = int(np.prod(shape))
+    seeds = np.random.SeedSequence((seed, 0xD0)).generate_state(2, dtype=np.uint64)
+    u = torch.cat([torch.rand(n // 2, generator=torch.Generator().manual_seed(int(s)))
+                   for s in seeds]).view(shape)
+    for p in (0.2, 0.25):
+        x = torch.randn(shape) + 4.0  # (no zero inputs: a zero output means dropped)
+        expect = torch.where(u >= p, x / (1 - p), 0.0)
+        for fmt in (torch.contiguous_format, torch.channels_last):
+            got = ev.DropoutStreams(seed)(x.contiguous(memory_format=fmt), p, True)
+            torch.testing.assert_close(got, expect, rtol=1e-6, atol=0)
+            assert got.is_contiguous(memory_format=fmt)
+        dropped = float((expect == 0).float().mean())
+        assert abs(dropped - p) < 5 * (p * (1 - p) / n) ** 0.5
+    s = ev.DropoutStreams(seed)
+    assert s(x, 0.25, False) is x and s(x, 0.0, True) is x
+    assert not torch.equal(ev.DropoutStreams(seed + 1).uniform(shape), u)
+
+
+def test_dropout_streams_replay_from_their_state_whatever_the_thread_count():
+    s = ev.DropoutStreams(3)
+    s.uniform((7, 9))
+    state = [t.clone() for t in s.state()]
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        a = s.uniform((40, 1000))
+        torch.set_num_threads(2)
+        s.set_state(state)
+        b = s.uniform((40, 1000))
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(a, b)
+    one = ev.DropoutStreams(3, streams=1)
+    assert not torch.equal(one.uniform((40, 1000)), ev.DropoutStreams(3).uniform((40, 1000)))
+    with pytest.raises(ValueError, match="streams"):
+        ev.DropoutStreams(3, streams=0)
+    with pytest.raises(ValueError, match="2 streams"):
+        s.set_state(state[:1])
+
+
+def test_an_evaluation_resumed_from_its_checkpoint_replays_the_dropout_streams(tmp_path,
+                                                                                monkeypatch):
+    """Killed after the epoch-2 checkpoint and resumed, a streams evaluation ends with the
+    weights of an uninterrupted one (the checkpoint holds the streams' states)."""
+    x, y = _toy(60, seed=6)
+    data = (x[:40], y[:40], x[40:], y[40:], 2)
+    kw = dict(epochs=4, lr=0.05, batch_size=16, seed=1, progress=False, checkpoint_every=2)
+    whole = train_classifier(*data, checkpoint=tmp_path / "a.ckpt", **kw)
+    assert whole["dropout_rng"] == "streams"
+    calls = {"n": 0}
+    real = ev.accuracy
+
+    def flaky(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(ev, "accuracy", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        train_classifier(*data, checkpoint=tmp_path / "b.ckpt", **kw)
+    monkeypatch.undo()
+    resumed = train_classifier(*data, checkpoint=tmp_path / "b.ckpt", **kw)
+    assert resumed["continued_from_epoch"] == 2
+    a, b = (torch.load(tmp_path / f, weights_only=True)["model"] for f in ("a.ckpt", "b.ckpt"))
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+def test_an_older_checkpoint_continues_with_atens_dropout(tmp_path):
+    """A checkpoint started with ATen's dropout (every evaluation before DropoutStreams) is
+    continued with it by default; asking for the streams starts afresh."""
+    x, y = _toy(60, seed=8)
+    data = (x[:40], y[:40], x[40:], y[40:], 2)
+    kw = dict(lr=0.05, batch_size=16, seed=1, progress=False, checkpoint=tmp_path / "c.ckpt")
+    old = train_classifier(*data, epochs=2, dropout_rng="torch", **kw)
+    assert old["dropout_rng"] == "torch"
+    more = train_classifier(*data, epochs=3, **kw)
+    assert more["continued_from_epoch"] == 2 and more["dropout_rng"] == "torch"
+    fresh = train_classifier(*data, epochs=3, dropout_rng="streams", **kw)
+    assert fresh["continued_from_epoch"] == 0 and fresh["dropout_rng"] == "streams"
+    with pytest.raises(ValueError, match="dropout_rng"):
+        train_classifier(*data, epochs=1, dropout_rng="numpy", progress=False)
+    assert ev._eval_checkpoint(tmp_path / "samples.npz", 0, dropout_rng="torch").name == \
+        ".eval-dropouttorch-seed0.ckpt"
