@@ -367,22 +367,27 @@ def test_default_schedule_runs_600_epochs_at_lr_2e3_in_batches_of_512(monkeypatc
     assert res["seed"] == 0 and len(res["test_accuracy_per_epoch"]) == 600
 
 
+def _kill_in_epoch(monkeypatch, epoch: int) -> None:
+    """Make train_classifier stop (KeyboardInterrupt) in ``epoch``'s test pass, as a kill."""
+    calls = {"n": 0}
+    real = ev.accuracy
+
+    def flaky(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == epoch:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(ev, "accuracy", flaky)
+
+
 def test_checkpoint_every_10_epochs_and_keyed_by_labels(tmp_path, monkeypatch):
     """A run killed in epoch 12 resumes from the epoch-10 checkpoint; the same images with
     other labels start afresh."""
     x, y = _toy(40, seed=4)
     data = (x[:30], y[:30], x[30:], y[30:], 2)
     ck = tmp_path / "c.ckpt"
-    calls = {"n": 0}
-    real = ev.accuracy
-
-    def flaky(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 12:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
-    monkeypatch.setattr(ev, "accuracy", flaky)
+    _kill_in_epoch(monkeypatch, 12)
     with pytest.raises(KeyboardInterrupt):
         train_classifier(*data, epochs=14, lr=0.05, batch_size=16, checkpoint=ck, progress=False)
     monkeypatch.undo()
@@ -527,16 +532,7 @@ def test_an_evaluation_resumed_from_its_checkpoint_replays_the_dropout_streams(t
     kw = dict(epochs=4, lr=0.05, batch_size=16, seed=1, progress=False, checkpoint_every=2)
     whole = train_classifier(*data, checkpoint=tmp_path / "a.ckpt", **kw)
     assert whole["dropout_rng"] == "streams"
-    calls = {"n": 0}
-    real = ev.accuracy
-
-    def flaky(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
-    monkeypatch.setattr(ev, "accuracy", flaky)
+    _kill_in_epoch(monkeypatch, 3)
     with pytest.raises(KeyboardInterrupt):
         train_classifier(*data, checkpoint=tmp_path / "b.ckpt", **kw)
     monkeypatch.undo()
