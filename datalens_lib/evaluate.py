@@ -55,6 +55,20 @@ def dropout_nchw_order(x: torch.Tensor, p: float, training: bool) -> torch.Tenso
     return x * noise.contiguous(memory_format=torch.channels_last)
 
 
+def channels_last_strides(x: torch.Tensor) -> torch.Tensor:
+    """``x`` (N, C, H, W) with channels-last strides. ``contiguous(memory_format=
+    channels_last)`` leaves a one-channel NCHW tensor as it is (it already counts as
+    channels-last-contiguous), and oneDNN then writes the first convolution's output in NCHW,
+    which the channels-last max-pool needs copied (and its gradient copied back): on the
+    project's Xeon host the first layer's forward and backward took 2x as long that way
+    (``benchmarks/README.md``). A one-channel tensor gets the channels-last strides as a view
+    of the same memory."""
+    if x.dim() == 4 and x.shape[1] == 1 and x.is_contiguous():
+        n, _, h, w = x.shape
+        return x.as_strided(x.shape, (h * w, 1, w, 1))
+    return x.contiguous(memory_format=torch.channels_last)
+
+
 class DropoutStreams:
     """Dropout masks for the evaluation CNN from ``streams`` seeded CPU generators that draw
     in parallel (the evaluation's default dropout on the CPU, ``dropout_rng="streams"``).
@@ -159,9 +173,9 @@ class EvalCNN(nn.Module):
         # max-pool before ReLU: relu(maxpool(h)) == maxpool(relu(h)) exactly (ReLU is
         # monotone), with the ReLU on a quarter of the elements; ReLUs in place where autograd
         # does not need their input. Same numbers, fewer passes over the largest activation.
-        h = self.conv1(x)
-        if self.channels_last:  # (a one-channel input is both layouts: conv1 keeps NCHW)
-            h = h.contiguous(memory_format=torch.channels_last)
+        if self.channels_last:
+            x = channels_last_strides(x)
+        h = self.conv1(x)  # (channels-last in, channels-last out: no layout copy either way)
         drop = dropout_nchw_order if self.dropout is None else self.dropout
         h = drop(F.relu(F.max_pool2d(h, 2), inplace=True), 0.2, self.training)
         h = drop(F.relu(self.conv2(h), inplace=True), 0.25, self.training)

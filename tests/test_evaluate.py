@@ -559,3 +559,21 @@ def test_an_older_checkpoint_continues_with_atens_dropout(tmp_path):
         train_classifier(*data, epochs=1, dropout_rng="numpy", progress=False)
     assert ev._eval_checkpoint(tmp_path / "samples.npz", 0, dropout_rng="torch").name == \
         ".eval-dropouttorch-seed0.ckpt"
+
+
+def test_the_first_convolution_reads_and_writes_channels_last():
+    """A one-channel batch gets channels-last strides as a view of its memory (contiguous()
+    would leave it NCHW-strided and oneDNN would write the first layer's output in NCHW);
+    the channels-last classifier's first convolution then writes channels-last."""
+    x = torch.rand(4, 1, 28, 28)
+    xc = ev.channels_last_strides(x)
+    assert torch.equal(xc, x) and xc.data_ptr() == x.data_ptr()
+    assert xc.stride() == (784, 1, 28, 1)
+    x3 = torch.rand(4, 3, 12, 12)
+    assert torch.equal(ev.channels_last_strides(x3), x3)
+    assert ev.channels_last_strides(x3).stride() == (432, 1, 36, 3)
+    seen = {}
+    m = EvalCNN((1, 28, 28), 10, channels_last=True).to(memory_format=torch.channels_last)
+    m.conv1.register_forward_hook(lambda mod, i, o: seen.update(stride=o.stride()))
+    m(x)
+    assert seen["stride"] == (26 * 26 * 32, 1, 26 * 32, 32)
