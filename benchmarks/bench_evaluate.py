@@ -8,8 +8,7 @@ utility evaluation (the official CNN, SGD lr 2e-3, batch 512) on them.
   seeded ``--check-epochs`` runs of the library (channels-last) and of the official order
   (NCHW) on ``--check-n`` images must give the same per-epoch test accuracies up to float
   rounding (the same function, the same dropout masks: ATen's). The library's default dropout
-  masks on the CPU (``evaluate.DropoutStreams``) are timed against ATen's in the same layout,
-  and its reuse of freed memory (``memory.reuse_freed_memory``) against glibc's default.
+  masks on the CPU (``evaluate.DropoutStreams``) are timed against ATen's in the same layout.
 * **Dropout effect** (``--effect-samples FILE``): the same sample file evaluated with ATen's
   masks and with the streams for ``--effect-seeds`` classifier seeds each: what the choice of
   masks changes in a result.
@@ -55,12 +54,9 @@ class OfficialOrderCNN(ev.EvalCNN):
 
 
 def _train(model_cls: type, x, y, xt, yt, epochs: int, layout: str, rng: str,
-           seed: int = 0, heap: bool = True) -> dict:
+           seed: int = 0) -> dict:
     saved, env = ev.EvalCNN, os.environ.get("DATALENS_CONV_LAYOUT")
-    saved_heap = ev.reuse_freed_memory
     ev.EvalCNN = model_cls  # train_classifier builds ev.EvalCNN
-    if not heap:  # glibc's default allocation (memory.reuse_freed_memory off)
-        ev.reuse_freed_memory = lambda enabled=True: saved_heap(False)
     os.environ["DATALENS_CONV_LAYOUT"] = layout
     try:
         res = ev.train_classifier(x, y, xt, yt, Y, epochs=epochs, seed=seed, progress=False,
@@ -68,7 +64,7 @@ def _train(model_cls: type, x, y, xt, yt, epochs: int, layout: str, rng: str,
         assert res["conv_layout"] == layout and res["dropout_rng"] == rng
         return res
     finally:
-        ev.EvalCNN, ev.reuse_freed_memory = saved, saved_heap
+        ev.EvalCNN = saved
         if env is None:
             os.environ.pop("DATALENS_CONV_LAYOUT")
         else:
@@ -77,13 +73,10 @@ def _train(model_cls: type, x, y, xt, yt, epochs: int, layout: str, rng: str,
 
 #: what is timed: (name, model class, memory format, dropout masks); the official order draws
 #: ATen's masks whatever it is given (its forward calls F.dropout)
-#: and whether freed memory is reused (memory.reuse_freed_memory; the variants before it
-#: existed ran without)
-VARIANTS = (("library", ev.EvalCNN, "channels_last", "streams", True),
-            ("library_fresh_pages", ev.EvalCNN, "channels_last", "streams", False),
-            ("library_aten_dropout", ev.EvalCNN, "channels_last", "torch", False),
-            ("library_nchw", ev.EvalCNN, "contiguous", "torch", False),
-            ("official_order", OfficialOrderCNN, "contiguous", "torch", False))
+VARIANTS = (("library", ev.EvalCNN, "channels_last", "streams"),
+            ("library_aten_dropout", ev.EvalCNN, "channels_last", "torch"),
+            ("library_nchw", ev.EvalCNN, "contiguous", "torch"),
+            ("official_order", OfficialOrderCNN, "contiguous", "torch"))
 
 
 def bench_evaluation(n: int, check_n: int, check_epochs: int) -> dict:
@@ -92,21 +85,19 @@ def bench_evaluation(n: int, check_n: int, check_epochs: int) -> dict:
     y = rng.integers(0, Y, n)
     xt, yt = x[:10000], y[:10000]
     out = {"n_train": n, "n_test": len(xt), "batch_size": 512}
-    for _, cls, layout, masks, heap in VARIANTS:  # warm-up: oneDNN builds its kernels
-        _train(cls, x[:2048], y[:2048], xt[:2048], yt[:2048], 1, layout, masks, heap=heap)
-    for name, cls, layout, masks, heap in VARIANTS:
-        res = _train(cls, x, y, xt, yt, 1, layout, masks, heap=heap)
+    for _, cls, layout, masks in VARIANTS:  # warm-up: oneDNN builds its kernels on first use
+        _train(cls, x[:2048], y[:2048], xt[:2048], yt[:2048], 1, layout, masks)
+    for name, cls, layout, masks in VARIANTS:
+        res = _train(cls, x, y, xt, yt, 1, layout, masks)
         out[f"{name}_s_per_epoch"] = res["seconds"]
-        print(f"evaluation, {name:20s} ({layout:13s}, {masks:7s}, heap reuse {heap!s:5s}): "
-              f"{res['seconds']:6.1f} s/epoch on {n} images (30 epochs: "
-              f"{30 * res['seconds'] / 60:5.1f} min)", flush=True)
+        print(f"evaluation, {name:20s} ({layout:13s}, {masks:7s}): {res['seconds']:6.1f} "
+              f"s/epoch on {n} images (30 epochs: {30 * res['seconds'] / 60:5.1f} min)",
+              flush=True)
     out["speed_up"] = out["official_order_s_per_epoch"] / out["library_s_per_epoch"]
     out["layout_speed_up"] = (out["library_nchw_s_per_epoch"]
                               / out["library_aten_dropout_s_per_epoch"])
     out["dropout_streams_speed_up"] = (out["library_aten_dropout_s_per_epoch"]
-                                       / out["library_fresh_pages_s_per_epoch"])
-    out["heap_reuse_speed_up"] = (out["library_fresh_pages_s_per_epoch"]
-                                  / out["library_s_per_epoch"])
+                                       / out["library_s_per_epoch"])
     out["projected_30_epochs_min"] = 30 * out["library_s_per_epoch"] / 60
     # numerics: a seeded short run of each on a learnable problem (class-dependent means)
     cx = (rng.random((check_n, *SHAPE), dtype=np.float32) * 0.1
@@ -125,8 +116,7 @@ def bench_evaluation(n: int, check_n: int, check_epochs: int) -> dict:
                        "max_abs_accuracy_difference": diff}
     print(f"evaluation speed-up x{out['speed_up']:.2f} (layout alone x"
           f"{out['layout_speed_up']:.2f}, dropout streams alone x"
-          f"{out['dropout_streams_speed_up']:.2f}, heap reuse alone x"
-          f"{out['heap_reuse_speed_up']:.2f}); seeded {check_epochs}-epoch runs: "
+          f"{out['dropout_streams_speed_up']:.2f}); seeded {check_epochs}-epoch runs: "
           f"max |accuracy difference| {diff:.4g}", flush=True)
     return out
 
@@ -167,18 +157,11 @@ def bench_sampling(n: int) -> dict:
     t = time.perf_counter()
     sample_generator(G, m, 15, torch.Generator().manual_seed(1), groups_per_call=1)
     per_batch = (time.perf_counter() - t) * n / m
-    from datalens_lib.memory import reuse_freed_memory
-
-    with reuse_freed_memory() as active:  # (not the library's sampling yet: measured here)
-        t = time.perf_counter()
-        sample_generator(G, n, 15, torch.Generator().manual_seed(1))
-        heap = time.perf_counter() - t
     print(f"sampling {n} images: {grouped:6.1f} s grouped (64 batches per call); one call "
-          f"per batch of 15 {per_batch:6.1f} s (timed on {m}); x{per_batch / grouped:.2f}; "
-          f"grouped with freed memory reused ({active}) {heap:6.1f} s", flush=True)
+          f"per batch of 15 {per_batch:6.1f} s (timed on {m}); x{per_batch / grouped:.2f}",
+          flush=True)
     return {"n": n, "grouped_s": grouped, "per_batch_s": per_batch,
-            "speed_up": per_batch / grouped, "grouped_heap_reuse_s": heap,
-            "heap_reuse_active": active}
+            "speed_up": per_batch / grouped}
 
 
 def main() -> None:

@@ -31,7 +31,6 @@ from tqdm import tqdm
 from ._validate import choice, positive_float, positive_int
 from .data import load_dataset
 from .ensemble import conv_layout
-from .memory import reuse_freed_memory
 from .provenance import atomic_save
 from .samples import load_samples
 
@@ -80,8 +79,9 @@ class DropoutStreams:
     one Mersenne twister in a serial loop: a third of a one-thread training step of the CNN at
     batch 512, on one core however many the step has (``benchmarks/README.md``). Here the flat
     NCHW mask is cut into ``streams`` equal contiguous shares, share i is drawn from its own
-    ``torch.Generator`` (seeds from ``numpy.random.SeedSequence((seed, 0xD0))``), and the shares
-    are drawn concurrently in threads (ATen releases the GIL). The masks depend on the seed and
+    ``torch.Generator`` (32-bit seeds from ``numpy.random.SeedSequence((seed, 0xD0))``), and the
+    shares are drawn concurrently in threads (ATen releases the GIL), or one after another when
+    torch has one thread (a one-thread queue lane). The masks depend on the seed and
     the number of streams only, never on the thread count or the memory layout; their states are
     part of the evaluation's checkpoint (:meth:`state`).
 
@@ -92,8 +92,10 @@ class DropoutStreams:
 
     def __init__(self, seed: int, streams: int = 2):
         self.streams = positive_int("streams", streams)
-        seeds = np.random.SeedSequence((int(seed), 0xD0)).generate_state(self.streams,
-                                                                         dtype=np.uint64)
+        # (32-bit seeds: a CPU torch.Generator seeds its Mersenne twister from 32 bits; a
+        # negative seed maps to its two's complement, as torch.manual_seed does)
+        seeds = np.random.SeedSequence((int(seed) % 2 ** 64, 0xD0)).generate_state(
+            self.streams, dtype=np.uint32)
         self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
         self._pool: ThreadPoolExecutor | None = None
 
@@ -104,8 +106,9 @@ class DropoutStreams:
         bounds = np.linspace(0, flat.numel(), self.streams + 1).astype(np.int64)
         jobs = [(g, flat[a:b]) for g, a, b in zip(self.generators, bounds[:-1], bounds[1:],
                                                  strict=True)]
-        if self.streams == 1:
-            torch.rand(jobs[0][1].shape, generator=jobs[0][0], out=jobs[0][1])
+        if self.streams == 1 or torch.get_num_threads() < 2:  # (one core: one after another)
+            for g, part in jobs:
+                torch.rand(part.shape, generator=g, out=part)
             return out
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.streams, thread_name_prefix="dropout")
@@ -303,37 +306,35 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
                 torch.cuda.set_rng_state(st["cuda_rng"], device)
     resumed_at = len(accs)
     t0, before = time.perf_counter(), (times[-1] if times else 0.0)
-    # (freed memory reused between batches on the CPU: memory.reuse_freed_memory)
-    with reuse_freed_memory(device.type == "cpu"):
-        for epoch in tqdm(range(len(accs), epochs), disable=not progress, desc="classifier",
-                          unit="epoch", initial=len(accs), total=epochs):
-            model.train()
-            perm = torch.randperm(rows, generator=gen).to(device)
-            for s in range(0, rows, batch_size):
-                idx = perm[s: s + batch_size]
-                if pad_to is None:
-                    loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
-                else:  # the real rows' loss summed over the whole batch's size (docstring)
-                    real = idx[idx < len(xtr)]
-                    if not len(real):
-                        continue
-                    loss = F.cross_entropy(model(xtr[real]), ytr[real], reduction="sum") / len(idx)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-            if nonfinite_from is None and not all(bool(torch.isfinite(p).all())
-                                                  for p in model.parameters()):
-                nonfinite_from = epoch + 1
-            accs.append(accuracy(model, xte, yte))
-            times.append(before + time.perf_counter() - t0)
-            if ckpt is not None and ((epoch + 1) % checkpoint_every == 0 or epoch + 1 == epochs):
-                state = {"args": key, "accs": accs, "model": model.state_dict(),
-                         "opt": opt.state_dict(), "gen": gen.get_state(),
-                         "torch_rng": torch.get_rng_state(),
-                         "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda"
-                         else None, "times": times, "nonfinite_from": nonfinite_from,
-                         "dropout_rng": streams.state() if streams is not None else None}
-                atomic_save(ckpt, lambda tmp, st=state: torch.save(st, tmp))
+    for epoch in tqdm(range(len(accs), epochs), disable=not progress, desc="classifier",
+                      unit="epoch", initial=len(accs), total=epochs):
+        model.train()
+        perm = torch.randperm(rows, generator=gen).to(device)
+        for s in range(0, rows, batch_size):
+            idx = perm[s: s + batch_size]
+            if pad_to is None:
+                loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
+            else:  # the real rows' loss summed over the whole batch's size (docstring)
+                real = idx[idx < len(xtr)]
+                if not len(real):
+                    continue
+                loss = F.cross_entropy(model(xtr[real]), ytr[real], reduction="sum") / len(idx)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        if nonfinite_from is None and not all(bool(torch.isfinite(p).all())
+                                              for p in model.parameters()):
+            nonfinite_from = epoch + 1
+        accs.append(accuracy(model, xte, yte))
+        times.append(before + time.perf_counter() - t0)
+        if ckpt is not None and ((epoch + 1) % checkpoint_every == 0 or epoch + 1 == epochs):
+            state = {"args": key, "accs": accs, "model": model.state_dict(),
+                     "opt": opt.state_dict(), "gen": gen.get_state(),
+                     "torch_rng": torch.get_rng_state(),
+                     "cuda_rng": torch.cuda.get_rng_state(device) if device.type == "cuda"
+                     else None, "times": times, "nonfinite_from": nonfinite_from,
+                     "dropout_rng": streams.state() if streams is not None else None}
+            atomic_save(ckpt, lambda tmp, st=state: torch.save(st, tmp))
     res = _classifier_result(accs, lr, batch_size, seed, len(xtr), times[-1], resumed_at,
                              nonfinite_from, layout, rng)
     if pad_to is not None:

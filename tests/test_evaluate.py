@@ -484,7 +484,7 @@ def test_dropout_streams_keep_units_with_the_keras_rule_in_nchw_order():
     SeedSequence((seed, 0xD0)); the same units in either memory layout."""
     seed, shape = 5, (64, 32, 13, 13)
     n = int(np.prod(shape))
-    seeds = np.random.SeedSequence((seed, 0xD0)).generate_state(2, dtype=np.uint64)
+    seeds = np.random.SeedSequence((seed, 0xD0)).generate_state(2, dtype=np.uint32)
     u = torch.cat([torch.rand(n // 2, generator=torch.Generator().manual_seed(int(s)))
                    for s in seeds]).view(shape)
     for p in (0.2, 0.25):
@@ -502,6 +502,8 @@ def test_dropout_streams_keep_units_with_the_keras_rule_in_nchw_order():
 
 
 def test_dropout_streams_replay_from_their_state_whatever_the_thread_count():
+    """One torch thread draws the shares one after another, more draw them in parallel
+    threads: the same masks, replayed from a saved state."""
     s = ev.DropoutStreams(3)
     s.uniform((7, 9))
     state = [t.clone() for t in s.state()]
@@ -509,12 +511,16 @@ def test_dropout_streams_replay_from_their_state_whatever_the_thread_count():
     try:
         torch.set_num_threads(1)
         a = s.uniform((40, 1000))
+        assert s._pool is None  # (serial)
         torch.set_num_threads(2)
         s.set_state(state)
         b = s.uniform((40, 1000))
+        assert s._pool is not None  # (threads)
     finally:
         torch.set_num_threads(threads)
     assert torch.equal(a, b)
+    assert torch.equal(ev.DropoutStreams(-1).uniform((9,)),
+                       ev.DropoutStreams(2 ** 64 - 1).uniform((9,)))
     one = ev.DropoutStreams(3, streams=1)
     assert not torch.equal(one.uniform((40, 1000)), ev.DropoutStreams(3).uniform((40, 1000)))
     with pytest.raises(ValueError, match="streams"):
@@ -577,3 +583,23 @@ def test_the_first_convolution_reads_and_writes_channels_last():
     m.conv1.register_forward_hook(lambda mod, i, o: seen.update(stride=o.stride()))
     m(x)
     assert seen["stride"] == (26 * 26 * 32, 1, 26 * 32, 32)
+
+
+def test_explicit_dropout_masks_get_their_own_checkpoint_and_record_name(tmp_path, monkeypatch):
+    """evaluate_samples with dropout_rng named explicitly resumes from a checkpoint of its own
+    (never the default evaluation's), and the CLI names its record as a variant."""
+    from datalens_lib import cli
+
+    seen = []
+    monkeypatch.setattr(ev, "load_dataset", lambda name, data_dir=None: type(
+        "DS", (), {"shape": (1, 12, 12), "num_classes": 2, "x_test": _toy(10, 1)[0],
+                   "y_test": _toy(10, 1)[1]})())
+    monkeypatch.setattr(ev, "load_samples", lambda *a, **k: _toy(20, 2))
+    monkeypatch.setattr(ev, "train_classifier",
+                        lambda *a, checkpoint=None, **k: seen.append(checkpoint.name) or {})
+    for rng in (None, "torch", "streams"):
+        ev.evaluate_samples(tmp_path / "samples.npz", "mnist", epochs=1, dropout_rng=rng)
+    assert seen == [".eval-seed0.ckpt", ".eval-dropouttorch-seed0.ckpt",
+                    ".eval-dropoutstreams-seed0.ckpt"]
+    assert cli._eval_variant(2e-3, 2e-3, None, 0, None, "torch") == "-dropouttorch"
+    assert cli._eval_variant(2e-3, 2e-3, None, 0) == ""
