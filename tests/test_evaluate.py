@@ -504,12 +504,12 @@ def test_dropout_streams_keep_units_with_the_keras_rule_in_nchw_order():
 def test_dropout_streams_replay_from_their_state_whatever_the_thread_count():
     """One torch thread draws the shares one after another, more draw them in parallel
     threads: the same masks, replayed from a saved state."""
-    s = ev.DropoutStreams(3)
-    s.uniform((7, 9))
-    state = [t.clone() for t in s.state()]
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
+        s = ev.DropoutStreams(3)
+        s.uniform((7, 9))
+        state = [t.clone() for t in s.state()]
         a = s.uniform((40, 1000))
         assert s._pool is None  # (serial)
         torch.set_num_threads(2)
