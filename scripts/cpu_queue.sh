@@ -50,9 +50,9 @@ DL=${DL:-.venv/bin/datalens}
 LANES=${CPU_QUEUE_DPSGD_LANES:-2}
 LOCKS=runs/queue/locks  # flock files: the lanes' job counter, one per searched DP-SGD cell
 JOBS=(
-  # 2026-11-28 (Zen 5 host, issue 9): the second MNIST training seed first; it is also the
-  # 86-step paper-setting run on the fast path whose training time the issue asks for
-  # (issue 12, item 1 and tab:lowdp: snapshots at eps = 0.2 ... 0.8)
+  # issue 12, item 1 and tab:lowdp: a second training seed of the CPU setting, with generator
+  # snapshots at eps = 0.2 ... 0.8 (T2's budgets from the eps = 1 run); first since 2026-11-28,
+  # also an 86-step paper-setting run of issue 9's fast path on the current host
   "datalens mnist-eps1 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1 +snap"
   "datalens fashion-mnist-eps1 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1 +snap"
   "datalens mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
@@ -148,8 +148,6 @@ JOBS=(
   # initialisations; Adam state shared by the 80 teachers of a slot), against paper-cpu-fast
   "datalens mnist-eps1 paper-cpu-official-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50 adam_slots=50"
   "datalens mnist-eps1 paper-cpu-init-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50"
-  # issue 12, item 1 and tab:lowdp: a second training seed of the CPU setting, with generator
-  # snapshots at eps = 0.2 ... 0.8 (T2's budgets from the eps = 1 run)
   # issue 12, item 3: evaluation variants of committed samples (G-PATE's MNIST lr 1e-3)
   "eval mnist-eps1/paper-cpu-fast eval-30ep-lr0.001.json 30 --lr 1e-3"
   "dpgan mnist-eps10 cpu 30" "gpate mnist-eps10 cpu 30"
