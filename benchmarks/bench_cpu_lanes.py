@@ -10,7 +10,14 @@ with one thread each. ``speed_up``: steps per second of all the one-thread proce
 over those of the single process, measured in the same run (data loading and the final test
 pass are inside both timings).
 
+``--evaluate``: the same comparison for the utility evaluation (``evaluate.train_classifier``,
+the official CNN, SGD batch 512, a test pass per epoch) on ``--eval-images`` real MNIST
+training images for ``--eval-epochs`` epochs, each process with its own classifier seed: what
+the queue's evaluation lanes rest on (``scripts/cpu_queue.sh`` evaluates a run's samples and
+its budget snapshots in lanes of one thread).
+
     python benchmarks/bench_cpu_lanes.py [--record benchmarks/results/cpu-lanes-<machine>.json]
+    python benchmarks/bench_cpu_lanes.py --evaluate [--record ...]
 """
 
 from __future__ import annotations
@@ -39,16 +46,32 @@ def _worker(method: str, k: float, batch: int, steps: int, threads: int) -> None
     print(json.dumps({"seconds": time.perf_counter() - t0}))
 
 
-def _run(method: str, k: float, batch: int, steps: int, threads: int, procs: int) -> float:
-    """Wall seconds until all ``procs`` processes of ``threads`` threads have finished."""
-    cmd = [sys.executable, __file__, "--worker", method, str(k), str(batch), str(steps),
-           str(threads)]
+def _eval_worker(images: int, epochs: int, threads: int, seed: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+    from datalens_lib.evaluate import evaluate_real
+
     t0 = time.perf_counter()
-    ps = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) for _ in range(procs)]
+    evaluate_real("mnist", limit=images, epochs=epochs, seed=seed, progress=False)
+    print(json.dumps({"seconds": time.perf_counter() - t0}))
+
+
+def _run(method: str, k: float, batch: int, steps: int, threads: int, procs: int) -> float:
+    """Wall seconds until all ``procs`` processes of ``threads`` threads have finished
+    (``method`` "evaluate": ``batch`` images, ``steps`` epochs, process i with seed i)."""
+    if method == "evaluate":
+        cmds = [[sys.executable, __file__, "--eval-worker", str(batch), str(steps),
+                 str(threads), str(i)] for i in range(procs)]
+    else:
+        cmds = [[sys.executable, __file__, "--worker", method, str(k), str(batch), str(steps),
+                 str(threads)]] * procs
+    t0 = time.perf_counter()
+    ps = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) for cmd in cmds]
     for p in ps:
         out, _ = p.communicate()
         if p.returncode:
-            raise RuntimeError(f"worker failed ({p.returncode}): {cmd}")
+            raise RuntimeError(f"worker failed ({p.returncode}): {cmds[0]}")
     return time.perf_counter() - t0
 
 
@@ -57,29 +80,46 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--record", default=None)
+    ap.add_argument("--evaluate", action="store_true",
+                    help="compare the utility evaluation instead of DP-SGD training")
+    ap.add_argument("--eval-images", type=int, default=20000)
+    ap.add_argument("--eval-epochs", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="alternate the two arrangements this many times (this host is noisy)")
     ap.add_argument("--worker", nargs=5, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--eval-worker", nargs=4, type=int, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         m, k, b, s, t = a.worker
         _worker(m, float(k), int(b), int(s), int(t))
         return
+    if a.eval_worker:
+        _eval_worker(*a.eval_worker)
+        return
+    settings = [("evaluate", 0.0, a.eval_images)] if a.evaluate else SETTINGS
+    steps = a.eval_epochs if a.evaluate else a.steps
+    unit = "epoch" if a.evaluate else "step"
     rows = []
-    for method, k, batch in SETTINGS:
-        one = _run(method, k, batch, a.steps, a.threads, 1)
-        lanes = _run(method, k, batch, a.steps, 1, a.threads)
-        row = {"method": method, "k": k, "batch": batch, "steps": a.steps,
-               "one_process_s_per_step": one / a.steps,
-               "lanes_s_per_step_each": lanes / a.steps,
-               "speed_up": (a.threads * a.steps / lanes) / (a.steps / one)}
-        rows.append(row)
-        print(f"{method:8s} k={k:g} B={batch:3d}: one process of {a.threads} threads "
-              f"{row['one_process_s_per_step'] * 1e3:.1f} ms/step; {a.threads} processes of 1 "
-              f"thread {row['lanes_s_per_step_each'] * 1e3:.1f} ms/step each: "
-              f"{row['speed_up']:.2f}x the steps per second", flush=True)
+    for method, k, batch in settings:
+        for rep in range(a.repeats):
+            one = _run(method, k, batch, steps, a.threads, 1)
+            lanes = _run(method, k, batch, steps, 1, a.threads)
+            row = ({"method": method, "images": batch, "epochs": steps} if a.evaluate else
+                   {"method": method, "k": k, "batch": batch, "steps": steps})
+            row |= {"repeat": rep, f"one_process_s_per_{unit}": one / steps,
+                    f"lanes_s_per_{unit}_each": lanes / steps,
+                    "speed_up": (a.threads * steps / lanes) / (steps / one)}
+            rows.append(row)
+            what = (f"evaluate {batch} images" if a.evaluate
+                    else f"{method:8s} k={k:g} B={batch:3d}")
+            print(f"{what}: one process of {a.threads} threads {one / steps:.3f} s/{unit}; "
+                  f"{a.threads} processes of 1 thread {lanes / steps:.3f} s/{unit} each: "
+                  f"{row['speed_up']:.2f}x the {unit}s per second", flush=True)
     if a.record:
         from datalens_lib.provenance import atomic_write_json, provenance
 
         atomic_write_json(a.record, {"benchmark": "bench_cpu_lanes", "threads": a.threads,
+                                     "what": "evaluate" if a.evaluate else "dpsgd",
                                      "date": datetime.datetime.now(datetime.UTC).isoformat(),
                                      "rows": rows, **provenance()})
 

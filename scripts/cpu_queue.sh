@@ -48,6 +48,8 @@ cd "$(dirname "$0")/.."
 export DATALENS_DATA_DIR=${DATALENS_DATA_DIR:-$(cd .. && pwd)/shared/datasets}
 DL=${DL:-.venv/bin/datalens}
 LANES=${CPU_QUEUE_DPSGD_LANES:-2}
+EVAL_LANES=${CPU_QUEUE_EVAL_LANES:-2}  # (evaluate_lanes)
+((EVAL_LANES >= 1)) || EVAL_LANES=1
 LOCKS=runs/queue/locks  # flock files: the lanes' job counter, one per searched DP-SGD cell
 JOBS=(
   # issue 12, item 1 and tab:lowdp: a second training seed of the CPU setting, with generator
@@ -373,6 +375,40 @@ run_published() {  # eval-published CONFIG/FOLDER EPOCHS [NAME ARGS...]: evaluat
   "$DL" evaluate "$dest" --epochs "$epochs" --name "$name" $args
 }
 
+evaluate_lanes() {  # OUT EPOCHS WHAT...: evaluate a finished run's sample files, WHAT "-"
+  # for its own samples, a budget for that snapshot's. Evaluations of one run's files are
+  # equally long (the same number of images and epochs), so they run in groups of EVAL_LANES
+  # concurrent processes of one torch thread each, and the count's remainder first, alone
+  # with every thread (the run's own samples then come first: it is first in WHAT): two
+  # 1-thread evaluations trained 1.2-1.4x the epochs per second of one 2-thread evaluation on
+  # this 2-core machine (benchmarks/bench_cpu_lanes.py --evaluate), and a lone 1-thread one
+  # would leave a core idle. Each evaluation resumes from its own checkpoint after a kill.
+  local out=$1 epochs=$2 w pids p q failed=0
+  shift 2
+  local lanes=$EVAL_LANES alone=$(($# % EVAL_LANES))
+  while (($#)); do
+    pids=()
+    for ((p = 0; p < (alone > 0 ? 1 : lanes); p++)); do
+      w=$1
+      shift
+      local what="its samples" snap=()
+      [[ $w == - ]] || { what="the eps = $w snapshot"; snap=(--snapshot "$w"); }
+      if ((alone > 0 || lanes == 1)); then
+        echo "[queue] $out: evaluating $what ($epochs epochs, every thread; resumes from its checkpoint)"
+        "$DL" evaluate "$out" --epochs "$epochs" "${snap[@]}"
+      else
+        echo "[queue] $out: evaluating $what ($epochs epochs, one of $lanes one-thread lanes)"
+        (OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$DL" evaluate "$out" --epochs "$epochs" \
+          "${snap[@]}" 2>&1 | sed -u "s/^/[eval ${w/#-/run}] /") &
+        pids+=($!)
+      fi
+    done
+    ((alone > 0)) && alone=$((alone - 1))
+    for q in "${pids[@]}"; do wait "$q" || failed=1; done
+    ((failed == 0)) || { echo "[queue] $out: an evaluation FAILED"; return 1; }
+  done
+}
+
 run_job() {
   if [[ $1 == eval-published\ * ]]; then run_published "$1"; return; fi
   if [[ $1 == eval\ * ]]; then run_eval "$1"; return; fi
@@ -406,22 +442,28 @@ run_job() {
     "$DL" train --method "$method" --config "$cfg" --profile "$profile" --out "$out" --resume \
       --checkpoint-every "$every" "${sets[@]}"
   fi
-  if [[ ! -f $out/eval-${epochs}ep.json ]]; then
-    echo "[queue] $method/$cfg/$folder: evaluating ($epochs epochs; resumes from .eval-seed0.ckpt)"
-    "$DL" evaluate "$out" --epochs "$epochs"
+  # the run's samples ("-") and its budget snapshots not yet evaluated (evaluate_lanes)
+  local evals=()
+  [[ -f $out/eval-${epochs}ep.json ]] || evals+=(-)
+  for b in "${budgets[@]}"; do
+    [[ -f $out/snapshot-eps$b-eval-${epochs}ep.json ]] || evals+=("$b")
+  done
+  # the group of evaluations that holds the run's own samples first, and its records copied
+  # before the other groups run (a kill during the snapshot evaluations keeps them)
+  local n=${#evals[@]} first=0
+  if ((n)) && [[ ${evals[0]} == - ]]; then
+    first=$((n % EVAL_LANES))
+    ((first)) || first=$EVAL_LANES
+    evaluate_lanes "$out" "$epochs" "${evals[@]:0:first}"
   fi
-  # the run's own records first (a kill during the snapshot evaluations keeps them)
   mkdir -p "$dest"
   if [[ ! -f $dest/samples-10k.npz ]]; then
     cp "$out/run.json" "$out/eval-${epochs}ep.json" "$dest/"
     "$DL" publish-samples "$out" --dest "$dest"  # issue 14: samples-10k.npz, recorded in run.json
     echo "[queue] $method/$cfg/$folder: run records and published subset copied to $dest"
   fi
+  ((n <= first)) || evaluate_lanes "$out" "$epochs" "${evals[@]:first}"
   for b in "${budgets[@]}"; do
-    if [[ ! -f $out/snapshot-eps$b-eval-${epochs}ep.json ]]; then
-      echo "[queue] $method/$cfg/$folder: evaluating the eps = $b snapshot"
-      "$DL" evaluate "$out" --epochs "$epochs" --snapshot "$b"
-    fi
     cp "$out/snapshot-eps$b-eval-${epochs}ep.json" "$dest/"
   done
   # A finished run's training checkpoint (an MNIST eps = 1 ensemble: 17.9 GB) is only needed

@@ -22,7 +22,9 @@ FAKE_DL = FAKE_DL_HEAD + r"""echo "start $(date +%s.%N) ${OMP_NUM_THREADS:-all} 
 case $cmd in
   train) out=$(arg --out "$@"); mkdir -p "$out"; sleep 0.3
          echo '{"status": "complete"}' > "$out/run.json" ;;
-  evaluate) echo '{}' > "$1/eval-1ep.json" ;;
+  evaluate) snap=$(arg --snapshot "$@"); sleep 1  # (long enough for lanes to overlap)
+            if [[ -n $snap ]]; then echo '{}' > "$1/snapshot-eps$snap-eval-1ep.json"
+            else echo '{}' > "$1/eval-1ep.json"; fi ;;
   publish-samples) echo x > "$(arg --dest "$@")/samples-10k.npz" ;;
   dpsgd) out=$(arg --out "$@"); search=$(arg --search "$@"); eps=$(arg --epsilon "$@")
          if [[ $eps == *,* ]]; then  # several budgets: each cell's folders ({cell} in them)
@@ -208,3 +210,67 @@ def test_a_family_job_keeps_a_committed_cell_and_hands_its_seeds_to_the_command(
     assert "a tab:dpsgd-search budget is in it" in res.stdout
     assert "FAILED (exit 2): dpsgd-family normtopk 0.8 0.5,1.0 1" in res.stdout
     assert len([r for r in _log(queue_dir) if r[0] == "start"]) == 1
+
+
+def test_a_snapshot_job_evaluates_its_own_samples_alone_then_the_snapshots_in_lanes(
+        queue_dir: Path):
+    """+snap: five equally long evaluations. The run's own samples first, alone with every
+    thread (the remainder of 5 over 2 lanes), then the four snapshots two at a time, one torch
+    thread each, overlapping; every record is copied. A killed job's finished evaluations are
+    not run again."""
+    env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
+           "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "datalens mnist-eps1 paper-x 1 +snap"}
+    env.pop("OMP_NUM_THREADS", None)
+    env.pop("CPU_QUEUE_EVAL_LANES", None)
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
+    ev = {}
+    for kind, t, threads, rest in _log(queue_dir):
+        if rest.startswith("evaluate"):
+            snap = rest.split("--snapshot ")[1].split()[0] if "--snapshot" in rest else "run"
+            ev.setdefault(snap, {})[kind] = t
+            ev[snap]["threads"] = threads
+    assert set(ev) == {"run", "0.2", "0.4", "0.6", "0.8"}, ev
+    assert ev["run"]["threads"] == "all"
+    assert all(ev[b]["threads"] == "1" for b in ("0.2", "0.4", "0.6", "0.8"))
+    assert ev["run"]["end"] <= min(ev[b]["start"] for b in ("0.2", "0.4", "0.6", "0.8"))
+    # two pairs, each pair overlapping, the second after the first
+    assert ev["0.4"]["start"] < ev["0.2"]["end"] and ev["0.2"]["start"] < ev["0.4"]["end"]
+    assert ev["0.8"]["start"] < ev["0.6"]["end"] and ev["0.6"]["start"] < ev["0.8"]["end"]
+    assert min(ev["0.6"]["start"], ev["0.8"]["start"]) >= max(ev["0.2"]["end"],
+                                                              ev["0.4"]["end"])
+    dest = queue_dir / "data/results/datalens/mnist-eps1/paper-x"
+    for name in ("run.json", "eval-1ep.json", "samples-10k.npz",
+                 *(f"snapshot-eps{b}-eval-1ep.json" for b in ("0.2", "0.4", "0.6", "0.8"))):
+        assert (dest / name).exists(), name
+    # a job killed after two snapshot evaluations: the other two run, as one pair
+    for b in ("0.6", "0.8"):
+        (queue_dir / f"runs/queue/mnist-eps1/paper-x/snapshot-eps{b}-eval-1ep.json").unlink()
+        (dest / f"snapshot-eps{b}-eval-1ep.json").unlink()
+    (queue_dir / "dl.log").unlink()
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
+    starts = [r for r in _log(queue_dir) if r[0] == "start"]
+    assert sorted(r[3].split("--snapshot ")[1].split()[0] for r in starts) == ["0.6", "0.8"]
+    assert {r[2] for r in starts} == {"1"}
+    assert (dest / "snapshot-eps0.8-eval-1ep.json").exists()
+
+
+def test_a_failed_snapshot_evaluation_fails_the_job(queue_dir: Path):
+    """One of a pair fails: the job fails after the pair, with no snapshot record copied."""
+    fake = queue_dir / "fake-dl"
+    fake.write_text(fake.read_text().replace(
+        'evaluate) snap=$(arg --snapshot "$@");',
+        'evaluate) snap=$(arg --snapshot "$@"); [[ $snap == 0.4 ]] && exit 3;'))
+    env = {**os.environ, "DL": str(fake), "LOG": str(queue_dir / "dl.log"),
+           "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "datalens mnist-eps1 paper-x 1 +snap"}
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert "an evaluation FAILED" in res.stdout, res.stdout + res.stderr
+    assert "FAILED (exit" in res.stdout
+    dest = queue_dir / "data/results/datalens/mnist-eps1/paper-x"
+    # the run's own records were copied before the snapshots' group ran; no snapshot's was
+    assert (dest / "eval-1ep.json").exists() and (dest / "samples-10k.npz").exists()
+    assert not list(dest.glob("snapshot-*"))
