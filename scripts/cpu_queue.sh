@@ -56,7 +56,13 @@ JOBS=(
   # snapshots at eps = 0.2 ... 0.8 (T2's budgets from the eps = 1 run); first since 2026-11-28,
   # also an 86-step paper-setting run of issue 9's fast path on the current host
   "datalens mnist-eps1 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1 +snap"
+  # issue 12, item 3: evaluation variants of a committed setting's 100k samples, while they are
+  # on this machine (runs/ does not survive a change of machine: paper-cpu-fast's are gone)
+  # (G-PATE's MNIST evaluation lr)
+  "eval mnist-eps1/paper-cpu-seed1 eval-30ep-lr0.001.json 30 --lr 1e-3"
   "datalens fashion-mnist-eps1 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1 +snap"
+  # (the official Fashion-MNIST evaluation reads the first 10k of the 100k rows)
+  "eval fashion-mnist-eps1/paper-cpu-seed1 eval-30ep-first10000.json 30 --limit 10000"
   "datalens mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
   "datalens mnist-eps1 paper-cpu-bf16 30 moment_dtype=bfloat16 chunk=12 compute_dtype=bfloat16"
   "datalens mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
@@ -68,8 +74,6 @@ JOBS=(
   # issue 14: its published subset re-evaluated at the full run's number of SGD steps (10k
   # images x 300 epochs = 100k x 30), as done for MNIST
   "eval-published fashion-mnist-eps1/paper-cpu-fast 300"
-  # the official Fashion-MNIST evaluation reads the first 10k of the 100k rows
-  "eval fashion-mnist-eps1/paper-cpu-fast eval-30ep-first10000.json 30 --limit 10000"
   # the official script as it runs: 10k rows followed by 90k zero rows (zero targets), for its
   # 600 epochs (the zero rows dilute every batch mean tenfold: 30 epochs are far from its
   # peak); the committed 10k subset stands in for its first pickle (issue 12, item 3; ~1 h)
@@ -150,8 +154,6 @@ JOBS=(
   # initialisations; Adam state shared by the 80 teachers of a slot), against paper-cpu-fast
   "datalens mnist-eps1 paper-cpu-official-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50 adam_slots=50"
   "datalens mnist-eps1 paper-cpu-init-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50"
-  # issue 12, item 3: evaluation variants of committed samples (G-PATE's MNIST lr 1e-3)
-  "eval mnist-eps1/paper-cpu-fast eval-30ep-lr0.001.json 30 --lr 1e-3"
   "dpgan mnist-eps10 cpu 30" "gpate mnist-eps10 cpu 30"
   "dpgan fashion-mnist-eps10 cpu 30" "gpate fashion-mnist-eps10 cpu 30"
   # T1's large-batch DP-GAN rows (DPImageBench's setting) not queued above
