@@ -16,8 +16,13 @@ training images for ``--eval-epochs`` epochs, each process with its own classifi
 the queue's evaluation lanes rest on (``scripts/cpu_queue.sh`` evaluates a run's samples and
 its budget snapshots in lanes of one thread).
 
+``--dpgan``: the same for DP-GAN training (``methods.dpgan``, paper profile of each of
+``--dpgan-configs``: ``--dpgan-steps`` discriminator steps, each with its generator step, after
+one untimed warm-up step): whether the queue's DP-GAN cells gain from lanes too.
+
     python benchmarks/bench_cpu_lanes.py [--record benchmarks/results/cpu-lanes-<machine>.json]
     python benchmarks/bench_cpu_lanes.py --evaluate [--record ...]
+    python benchmarks/bench_cpu_lanes.py --dpgan [--record ...]
 """
 
 from __future__ import annotations
@@ -57,6 +62,37 @@ def _eval_worker(images: int, epochs: int, threads: int, seed: int) -> None:
     print(json.dumps({"seconds": time.perf_counter() - t0}))
 
 
+def _dpgan_worker(config: str, steps: int, threads: int, seed: int) -> None:
+    import warnings
+
+    import torch
+
+    torch.set_num_threads(threads)
+    from datalens_lib.config import load_config
+    from datalens_lib.methods import method_class
+
+    warnings.filterwarnings("ignore", message="Full backward hook is firing")
+    m = method_class("dpgan")(load_config(config, "paper", method="dpgan"), seed=seed,
+                              device="cpu", profile="paper")
+    m.step()  # (warm-up: first-call allocations)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        m.step()
+    print(json.dumps({"seconds": time.perf_counter() - t0}))
+
+
+def _timed(cmds: list[list[str]]) -> float:
+    """Wall seconds of the workers ``cmds`` run at once, each timing itself: the slowest."""
+    ps = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) for cmd in cmds]
+    secs = []
+    for p, cmd in zip(ps, cmds, strict=True):
+        out, _ = p.communicate()
+        if p.returncode:
+            raise RuntimeError(f"worker failed ({p.returncode}): {cmd}")
+        secs.append(json.loads(out.strip().splitlines()[-1])["seconds"])
+    return max(secs)
+
+
 def _run(method: str, k: float, batch: int, steps: int, threads: int, procs: int) -> float:
     """Wall seconds until all ``procs`` processes of ``threads`` threads have finished
     (``method`` "evaluate": ``batch`` images, ``steps`` epochs, process i with seed i)."""
@@ -86,9 +122,39 @@ def main() -> None:
     ap.add_argument("--eval-epochs", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=1,
                     help="alternate the two arrangements this many times (this host is noisy)")
+    ap.add_argument("--dpgan", action="store_true",
+                    help="compare DP-GAN training instead of DP-SGD training")
+    ap.add_argument("--dpgan-configs", nargs="+", default=["mnist-eps1", "mnist-eps1-large"])
+    ap.add_argument("--dpgan-steps", type=int, default=100)
     ap.add_argument("--worker", nargs=5, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--eval-worker", nargs=4, type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--dpgan-worker", nargs=4, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.dpgan_worker:
+        c, st, t, sd = a.dpgan_worker
+        _dpgan_worker(c, int(st), int(t), int(sd))
+        return
+    if a.dpgan:
+        rows = []
+        for config in a.dpgan_configs:
+            for rep in range(a.repeats):
+                def cmd(threads: int, seed: int, config: str = config) -> list[str]:
+                    return [sys.executable, __file__, "--dpgan-worker", config,
+                            str(a.dpgan_steps), str(threads), str(seed)]
+
+                one = _timed([cmd(a.threads, 0)])
+                lanes = _timed([cmd(1, i) for i in range(a.threads)])
+                row = {"method": "dpgan", "config": config, "steps": a.dpgan_steps,
+                       "repeat": rep, "one_process_s_per_step": one / a.dpgan_steps,
+                       "lanes_s_per_step_each": lanes / a.dpgan_steps,
+                       "speed_up": a.threads * one / lanes}
+                rows.append(row)
+                print(f"dpgan {config}: one process of {a.threads} threads "
+                      f"{one / a.dpgan_steps * 1e3:.1f} ms/step; {a.threads} processes of 1 "
+                      f"thread {lanes / a.dpgan_steps * 1e3:.1f} ms/step each: "
+                      f"{row['speed_up']:.2f}x the steps per second", flush=True)
+        _record(a, rows, "dpgan")
+        return
     if a.worker:
         m, k, b, s, t = a.worker
         _worker(m, float(k), int(b), int(s), int(t))
@@ -115,11 +181,15 @@ def main() -> None:
             print(f"{what}: one process of {a.threads} threads {one / steps:.3f} s/{unit}; "
                   f"{a.threads} processes of 1 thread {lanes / steps:.3f} s/{unit} each: "
                   f"{row['speed_up']:.2f}x the {unit}s per second", flush=True)
+    _record(a, rows, "evaluate" if a.evaluate else "dpsgd")
+
+
+def _record(a: argparse.Namespace, rows: list[dict], what: str) -> None:
     if a.record:
         from datalens_lib.provenance import atomic_write_json, provenance
 
         atomic_write_json(a.record, {"benchmark": "bench_cpu_lanes", "threads": a.threads,
-                                     "what": "evaluate" if a.evaluate else "dpsgd",
+                                     "what": what,
                                      "date": datetime.datetime.now(datetime.UTC).isoformat(),
                                      "rows": rows, **provenance()})
 

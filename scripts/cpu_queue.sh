@@ -27,12 +27,13 @@
 # eps = 0.2, 0.4, 0.6, 0.8 (tab:lowdp; methods.harness) and evaluates each. (Edit this file
 # by writing a new one and renaming it over: a running bash keeps reading the file it started
 # from.)
-# DP-SGD jobs next to each other in JOBS run in CPU_QUEUE_DPSGD_LANES lanes (default 2), one
-# torch thread each, each lane taking the next job no lane has taken: on this 2-core machine
-# two 1-thread DP-SGD processes did 1.22x (TopAgg, B = 512) to 1.46x (GM-DP, B = 128) the
-# steps per second of one 2-thread process (benchmarks/results/cpu-lanes-cpu-2core.json; a
-# 2-thread process beside any other busy one slows down far more). Every other job runs alone, with
-# every core, after the lanes have finished. CPU_QUEUE_JOBS (one job per line) replaces JOBS
+# DP-SGD jobs (and DP-GAN's small-batch cells: lane_job) next to each other in JOBS run in
+# CPU_QUEUE_DPSGD_LANES lanes (default 2), one torch thread each, each lane taking the next job
+# no lane has taken: on this 2-core machine two 1-thread DP-SGD processes did 1.22x (TopAgg,
+# B = 512) to 1.46x (GM-DP, B = 128) the steps per second of one 2-thread process
+# (benchmarks/results/cpu-lanes-cpu-2core.json; a 2-thread process beside any other busy one
+# slows down far more). Every other job runs alone, with every core, after the lanes have
+# finished; a job's own evaluations may run in lanes too (evaluate_lanes). CPU_QUEUE_JOBS (one job per line) replaces JOBS
 # (the tests' dry run).
 # G-PATE at the paper setting measured 240-295 s per step here (131 steps: ~9 h), against
 # 33-46 s for a DataLens step with the same teachers: its shuffled split gives every teacher
@@ -60,6 +61,10 @@ JOBS=(
   # on this machine (runs/ does not survive a change of machine: paper-cpu-fast's are gone)
   # (G-PATE's MNIST evaluation lr)
   "eval mnist-eps1/paper-cpu-seed1 eval-30ep-lr0.001.json 30 --lr 1e-3"
+  # issue 10: DP-GAN's small-batch cells (no DP-GAN cell was committed before 2026-11-28), two
+  # at a time in one-thread lanes (lane_job): 18,750 discriminator steps each, ~2.5 h a pair
+  "dpgan mnist-eps1 cpu 30" "dpgan fashion-mnist-eps1 cpu 30"
+  "dpgan mnist-eps10 cpu 30" "dpgan fashion-mnist-eps10 cpu 30"
   "datalens fashion-mnist-eps1 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1 +snap"
   # (the official Fashion-MNIST evaluation reads the first 10k of the 100k rows)
   "eval fashion-mnist-eps1/paper-cpu-seed1 eval-30ep-first10000.json 30 --limit 10000"
@@ -143,10 +148,8 @@ JOBS=(
   # committed MNIST run, now cpu-datalens-d, had DataLens's 32 and 256)
   "dcgan mnist-epsinf cpu 30"
   "dcgan fashion-mnist-epsinf cpu 30"
-  "dpgan mnist-eps1 cpu 30"
   "datalens fashion-mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
   "gpate mnist-eps1 cpu 30 +snap"
-  "dpgan fashion-mnist-eps1 cpu 30"
   # issue 10: DP-GAN's large-batch setting (DPImageBench's; its cpu profile: 15 of 150 epochs)
   "dpgan mnist-eps1-large cpu 30"
   "gpate fashion-mnist-eps1 cpu 30 +snap"
@@ -154,8 +157,7 @@ JOBS=(
   # initialisations; Adam state shared by the 80 teachers of a slot), against paper-cpu-fast
   "datalens mnist-eps1 paper-cpu-official-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50 adam_slots=50"
   "datalens mnist-eps1 paper-cpu-init-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50"
-  "dpgan mnist-eps10 cpu 30" "gpate mnist-eps10 cpu 30"
-  "dpgan fashion-mnist-eps10 cpu 30" "gpate fashion-mnist-eps10 cpu 30"
+  "gpate mnist-eps10 cpu 30" "gpate fashion-mnist-eps10 cpu 30"
   # T1's large-batch DP-GAN rows (DPImageBench's setting) not queued above
   "dpgan fashion-mnist-eps1-large cpu 30"
   "dpgan mnist-eps10-large cpu 30" "dpgan fashion-mnist-eps10-large cpu 30"
@@ -475,7 +477,14 @@ run_job() {
   echo "[queue] $method/$cfg/$folder: records copied to $dest"
 }
 
-run_lanes() {  # FIRST LAST: jobs FIRST..LAST (1-based, all DP-SGD) in LANES lanes of one torch
+lane_job() {  # JOB: whether it runs in a lane of one thread when next to another such job:
+  # DP-SGD jobs, and DP-GAN's small-batch cells (two 1-thread DP-GAN trainings took 1.14-1.34x
+  # the steps per second of one 2-thread training here: bench_cpu_lanes.py --dpgan; a
+  # large-batch cell holds ~10 GB of per-example gradients and runs alone)
+  [[ $1 == dpsgd* ]] || [[ $1 == "dpgan "* && ${1#dpgan } != *-large\ * ]]
+}
+
+run_lanes() {  # FIRST LAST: jobs FIRST..LAST (1-based, all lane_job) in LANES lanes of one torch
   # thread; each lane takes the next job no lane has taken (a counter file under a lock)
   local first=$1 last=$2 l counter=$LOCKS/next-$$ f pids=()
   mkdir -p "$LOCKS"
@@ -485,7 +494,7 @@ run_lanes() {  # FIRST LAST: jobs FIRST..LAST (1-based, all DP-SGD) in LANES lan
     kill -0 "$f" 2>/dev/null || rm -f "$LOCKS/next-$f" "$LOCKS/next-$f.lock"
   done
   echo "$first" > "$counter"
-  echo "[queue] jobs $first-$last (DP-SGD) in $LANES lanes of 1 thread"
+  echo "[queue] jobs $first-$last (DP-SGD, DP-GAN) in $LANES lanes of 1 thread"
   for ((l = 1; l <= LANES; l++)); do
     (
       while :; do
@@ -521,9 +530,9 @@ else
   write_cells "$CPU_QUEUE_CELLS" || echo "[queue] no cells' table (each job imports its own)"
   i=0
   while ((i < ${#JOBS[@]})); do
-    j=$i  # a run of DP-SGD jobs: JOBS[i..j]
-    while ((LANES > 1 && j + 1 < ${#JOBS[@]})) && [[ ${JOBS[$i]} == dpsgd* \
-        && ${JOBS[$((j + 1))]} == dpsgd* ]]; do j=$((j + 1)); done
+    j=$i  # a run of lane jobs: JOBS[i..j]
+    while ((LANES > 1 && j + 1 < ${#JOBS[@]})) && lane_job "${JOBS[$i]}" \
+        && lane_job "${JOBS[$((j + 1))]}"; do j=$((j + 1)); done
     if ((j > i)); then
       run_lanes $((i + 1)) $((j + 1))
     else

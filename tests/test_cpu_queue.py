@@ -274,3 +274,29 @@ def test_a_failed_snapshot_evaluation_fails_the_job(queue_dir: Path):
     # the run's own records were copied before the snapshots' group ran; no snapshot's was
     assert (dest / "eval-1ep.json").exists() and (dest / "samples-10k.npz").exists()
     assert not list(dest.glob("snapshot-*"))
+
+
+def test_small_batch_dpgan_cells_share_lanes_and_a_large_batch_one_runs_alone(
+        queue_dir: Path):
+    jobs = ["dpgan mnist-eps1 cpu 1", "dpgan fashion-mnist-eps1 cpu 1",
+            "dpgan mnist-eps1-large cpu 1"]
+    env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
+           "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "\n".join(jobs),
+           "CPU_QUEUE_DPSGD_LANES": "2"}
+    env.pop("OMP_NUM_THREADS", None)
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
+    spans: dict[str, dict] = {}
+    for kind, t, threads, rest in _log(queue_dir):
+        if rest.startswith("train"):
+            cfg = rest.split("--config ")[1].split()[0]
+            spans.setdefault(cfg, {})[kind] = t
+            spans[cfg]["threads"] = threads
+    small, other = spans["mnist-eps1"], spans["fashion-mnist-eps1"]
+    assert small["threads"] == other["threads"] == "1"
+    assert small["start"] < other["end"] and other["start"] < small["end"]  # side by side
+    large = spans["mnist-eps1-large"]
+    assert large["threads"] == "all" and large["start"] >= max(small["end"], other["end"])
+    for cfg in ("mnist-eps1", "fashion-mnist-eps1", "mnist-eps1-large"):
+        assert (queue_dir / f"data/results/dpgan/{cfg}/cpu/eval-1ep.json").exists(), cfg
