@@ -65,9 +65,30 @@ JOBS=(
   # at a time in one-thread lanes (lane_job): 18,750 discriminator steps each, ~2.5 h a pair
   "dpgan mnist-eps1 cpu 30" "dpgan fashion-mnist-eps1 cpu 30"
   "dpgan mnist-eps10 cpu 30" "dpgan fashion-mnist-eps10 cpu 30"
+  # issue 10's other missing cells (2026-11-28: ahead of issue 12's, which has far more of
+  # them): DC-GAN with carpedm20's discriminator widths (df_dim 64, dfc_dim 1024; the committed
+  # MNIST run, now cpu-datalens-d, had DataLens's 32 and 256), ~1.2 h each; G-PATE at eps = 10
+  # (cpu profile: class-table fakes, 101 steps, 2000 teachers); DP-GAN's large-batch setting
+  # (DPImageBench's; its cpu profile: 15 of 150 epochs; ~9 GB of per-example gradients: alone)
+  "dcgan mnist-epsinf cpu 30"
+  "dcgan fashion-mnist-epsinf cpu 30"
+  "gpate mnist-eps10 cpu 30" "gpate fashion-mnist-eps10 cpu 30"
+  "dpgan mnist-eps1-large cpu 30" "dpgan fashion-mnist-eps1-large cpu 30"
+  "dpgan mnist-eps10-large cpu 30" "dpgan fashion-mnist-eps10-large cpu 30"
   "datalens fashion-mnist-eps1 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1 +snap"
   # (the official Fashion-MNIST evaluation reads the first 10k of the 100k rows)
   "eval fashion-mnist-eps1/paper-cpu-seed1 eval-30ep-first10000.json 30 --limit 10000"
+  # issue 12, item 1: three training seeds of each of the four main settings in the CPU
+  # family (seed_spread: paper-cpu-fast is seed 0), ~1.3 h per eps = 1 cell, ~1.5 h per
+  # eps = 10 cell (109 / 110 steps)
+  "datalens mnist-eps1 paper-cpu-seed2 30 moment_dtype=bfloat16 chunk=12 seed=2"
+  "datalens fashion-mnist-eps1 paper-cpu-seed2 30 moment_dtype=bfloat16 chunk=12 seed=2"
+  "datalens mnist-eps10 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
+  "datalens fashion-mnist-eps10 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
+  "datalens mnist-eps10 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1"
+  "datalens fashion-mnist-eps10 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1"
+  "datalens mnist-eps10 paper-cpu-seed2 30 moment_dtype=bfloat16 chunk=12 seed=2"
+  "datalens fashion-mnist-eps10 paper-cpu-seed2 30 moment_dtype=bfloat16 chunk=12 seed=2"
   "datalens mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
   "datalens mnist-eps1 paper-cpu-bf16 30 moment_dtype=bfloat16 chunk=12 compute_dtype=bfloat16"
   "datalens mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
@@ -146,21 +167,14 @@ JOBS=(
   # DP-GAN: 18,750 Opacus discriminator steps (~2-4 h here); G-PATE cpu: class-table fakes
   # DC-GAN with carpedm20's discriminator widths (df_dim 64, dfc_dim 1024; 2026-11-28: the
   # committed MNIST run, now cpu-datalens-d, had DataLens's 32 and 256)
-  "dcgan mnist-epsinf cpu 30"
-  "dcgan fashion-mnist-epsinf cpu 30"
   "datalens fashion-mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
   "gpate mnist-eps1 cpu 30 +snap"
   # issue 10: DP-GAN's large-batch setting (DPImageBench's; its cpu profile: 15 of 150 epochs)
-  "dpgan mnist-eps1-large cpu 30"
   "gpate fashion-mnist-eps1 cpu 30 +snap"
   # issue 12, item 2: teachers as the official code trains them (80 batches x 50 slots: 50
   # initialisations; Adam state shared by the 80 teachers of a slot), against paper-cpu-fast
   "datalens mnist-eps1 paper-cpu-official-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50 adam_slots=50"
   "datalens mnist-eps1 paper-cpu-init-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50"
-  "gpate mnist-eps10 cpu 30" "gpate fashion-mnist-eps10 cpu 30"
-  # T1's large-batch DP-GAN rows (DPImageBench's setting) not queued above
-  "dpgan fashion-mnist-eps1-large cpu 30"
-  "dpgan mnist-eps10-large cpu 30" "dpgan fashion-mnist-eps10-large cpu 30"
   "datalens mnist-eps1 paper-cpu-fetchsgd-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-coded"
   "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-coded"
   # issue 12, item 4: the paper text's eps = 10 settings (k = 350, sigma = 900; 118 steps)
