@@ -12,6 +12,12 @@ utility evaluation (the official CNN, SGD lr 2e-3, batch 512) on them.
 * **Dropout effect** (``--effect-samples FILE``): the same sample file evaluated with ATen's
   masks and with the streams for ``--effect-seeds`` classifier seeds each: what the choice of
   masks changes in a result.
+* **Pool gradient buffer** (``--pool-pairs K``): the library's classifier with its first
+  max-pool's gradient written into a reused buffer (``evaluate._MaxPool2x2``) against the
+  same classifier with ``F.max_pool2d`` (a fresh, zero-filled gradient every batch), K
+  interleaved pairs of ``--pool-batches`` training batches of 512, with a check that both
+  end on bit-identical parameters. Interleaved pairs, because single timings on the
+  project's Xeon host vary by 15-20 %.
 * **Sampling**: seconds for ``--samples`` images with ``datalens.sample_generator`` (64 batches
   of 15 per call, BatchNorm per batch) against one call per batch of 15 (the official
   sampler's loop), the latter timed on a tenth of the images and scaled.
@@ -121,6 +127,53 @@ def bench_evaluation(n: int, check_n: int, check_epochs: int) -> dict:
     return out
 
 
+class FreshPoolGradCNN(ev.EvalCNN):
+    """The library's classifier with ``F.max_pool2d`` in place of ``evaluate._MaxPool2x2``:
+    a new, zero-filled gradient of the first layer's output every batch, as before."""
+
+    def _pool(self, h: torch.Tensor) -> torch.Tensor:
+        return F.max_pool2d(h, 2)
+
+
+def bench_pool_grad(pairs: int, batches: int) -> dict:
+    """Interleaved pairs (module doc): ms per training batch of 512 with each pool."""
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(rng.random((batches * 512, *SHAPE), dtype=np.float32))
+    x[:, :, :4] = 0  # a blank margin, as in MNIST: ties in the pooling windows
+    y = torch.from_numpy(rng.integers(0, Y, len(x)))
+
+    def run(cls: type) -> tuple[float, list[torch.Tensor]]:
+        torch.manual_seed(1)
+        m = cls(SHAPE, Y, channels_last=True, dropout=ev.DropoutStreams(0))
+        m = m.to(memory_format=torch.channels_last).train()
+        opt = torch.optim.SGD(m.parameters(), lr=2e-3)
+        t = 0.0
+        for b in range(batches + 3):  # (3 warm-up batches)
+            if b == 3:
+                t = time.perf_counter()
+            i = slice((b % batches) * 512, (b % batches + 1) * 512)
+            loss = F.cross_entropy(m(x[i]), y[i])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        return (time.perf_counter() - t) / batches * 1e3, [p.detach() for p in m.parameters()]
+
+    reused, fresh, equal = [], [], True
+    for _ in range(pairs):
+        (a, pa), (b, pb) = run(FreshPoolGradCNN), run(ev.EvalCNN)
+        fresh.append(a)
+        reused.append(b)
+        equal &= all(torch.equal(u, v) for u, v in zip(pa, pb, strict=True))
+    ratios = [f / r for f, r in zip(fresh, reused, strict=True)]
+    print(f"pool gradient buffer: ms per batch fresh {np.median(fresh):.1f}, reused "
+          f"{np.median(reused):.1f} (medians of {pairs} pairs); paired ratios "
+          f"{min(ratios):.2f}-{max(ratios):.2f}, median x{np.median(ratios):.2f}; "
+          f"bit-identical parameters: {equal}", flush=True)
+    return {"pairs": pairs, "batches": batches, "fresh_ms_per_batch": fresh,
+            "reused_ms_per_batch": reused, "paired_ratios": ratios,
+            "median_speed_up": float(np.median(ratios)), "bit_identical": bool(equal)}
+
+
 def bench_dropout_effect(samples: Path, dataset: str, seeds: int, epochs: int) -> dict:
     """What the dropout masks change in a result: ``evaluate_samples`` of one sample file with
     ATen's masks and with ``DropoutStreams``, for classifier seeds 0 .. seeds - 1 each (the
@@ -175,6 +228,9 @@ def main() -> None:
     ap.add_argument("--effect-dataset", default="mnist")
     ap.add_argument("--effect-seeds", type=int, default=3)
     ap.add_argument("--effect-epochs", type=int, default=30)
+    ap.add_argument("--pool-pairs", type=int, default=0,
+                    help="interleaved pairs timing the first max-pool's gradient buffer")
+    ap.add_argument("--pool-batches", type=int, default=30)
     ap.add_argument("--skip", choices=("evaluation", "sampling"), action="append", default=[])
     ap.add_argument("--record", type=Path)
     args = ap.parse_args()
@@ -190,6 +246,8 @@ def main() -> None:
         rec["evaluation"] = bench_evaluation(args.n, args.check_n, args.check_epochs)
     if "sampling" not in args.skip:
         rec["sampling"] = bench_sampling(args.samples)
+    if args.pool_pairs > 0:
+        rec["pool_grad_buffer"] = bench_pool_grad(args.pool_pairs, max(1, args.pool_batches))
     if args.effect_samples is not None:
         rec["dropout_effect"] = bench_dropout_effect(args.effect_samples, args.effect_dataset,
                                                      args.effect_seeds, args.effect_epochs)

@@ -140,6 +140,44 @@ class DropoutStreams:
         return {**self.__dict__, "_pool": None}
 
 
+class _MaxPool2x2(torch.autograd.Function):
+    """``F.max_pool2d(h, 2)`` whose backward writes the gradient of ``h`` into a buffer kept
+    from one batch to the next (``buffers``, keyed by shape, layout and device) instead of a
+    new tensor. The same ATen kernels, so the same indices (ties included) and the same
+    numbers, bit for bit (``tests/test_evaluate.py``).
+
+    Why: on the CPU the gradient of the first layer's output ([512, 32, 26, 26], 44 MB) is
+    allocated, zero-filled and freed every batch; glibc serves a block that large with fresh
+    ``mmap`` pages and unmaps it on free, so the zero fill page-faults through all of it:
+    12.5 ms of a ~100-ms training batch in a profile on the project's Xeon host, against
+    ~2.4 ms for the same fill in reused memory (``benchmarks/README.md``). Reusing this one
+    buffer is what ``mallopt`` did for every allocation (tried and dropped: it can stop
+    reusing memory altogether), for the one tensor where it matters. The gradient handed to
+    the convolution's backward is the buffer itself, read there and dead before the next
+    batch writes it (the classifier's training never keeps a gradient of an activation)."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, buffers: dict) -> torch.Tensor:  # type: ignore[override]
+        out, idx = torch.ops.aten.max_pool2d_with_indices(h, [2, 2], [2, 2])
+        ctx.save_for_backward(h, idx)
+        ctx.buffers = buffers
+        return out
+
+    @staticmethod
+    def backward(ctx, g: torch.Tensor):  # type: ignore[override]
+        h, idx = ctx.saved_tensors
+        cl = h.dim() == 4 and not h.is_contiguous() and h.is_contiguous(
+            memory_format=torch.channels_last)
+        key = (tuple(h.shape), cl, h.dtype, h.device)
+        buf = ctx.buffers.get(key)
+        if buf is None:
+            buf = ctx.buffers[key] = torch.empty_like(
+                h, memory_format=torch.channels_last if cl else torch.contiguous_format)
+        torch.ops.aten.max_pool2d_with_indices_backward.grad_input(
+            g, h, [2, 2], [2, 2], [0, 0], [1, 1], False, idx, grad_input=buf)
+        return buf, None
+
+
 class EvalCNN(nn.Module):
     """The official evaluation classifier (see module doc).
 
@@ -167,10 +205,15 @@ class EvalCNN(nn.Module):
         hh, ww = (h - 2) // 2 - 2, (w - 2) // 2 - 2
         self.fc1 = nn.Linear(64 * hh * ww, 64)
         self.fc2 = nn.Linear(64, num_classes)
+        self._pool_grads: dict = {}  # (_MaxPool2x2; not state: rebuilt on the first batch)
         for m in self.modules():
             if isinstance(m, nn.Conv2d | nn.Linear):
                 nn.init.xavier_uniform_(m.weight)  # Keras' default glorot_uniform
                 nn.init.zeros_(m.bias)
+
+    def _pool(self, h: torch.Tensor) -> torch.Tensor:
+        """The first max-pool (2x2), its gradient in a reused buffer (:class:`_MaxPool2x2`)."""
+        return _MaxPool2x2.apply(h, self._pool_grads)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # max-pool before ReLU: relu(maxpool(h)) == maxpool(relu(h)) exactly (ReLU is
@@ -180,7 +223,7 @@ class EvalCNN(nn.Module):
             x = channels_last_strides(x)
         h = self.conv1(x)  # (channels-last in, channels-last out: no layout copy either way)
         drop = dropout_nchw_order if self.dropout is None else self.dropout
-        h = drop(F.relu(F.max_pool2d(h, 2), inplace=True), 0.2, self.training)
+        h = drop(F.relu(self._pool(h), inplace=True), 0.2, self.training)
         h = drop(F.relu(self.conv2(h), inplace=True), 0.25, self.training)
         if self.channels_last:
             # the dense layer's weight columns permuted from the official (c, h, w) order to

@@ -603,3 +603,39 @@ def test_explicit_dropout_masks_get_their_own_checkpoint_and_record_name(tmp_pat
                     ".eval-dropoutstreams-seed0.ckpt"]
     assert cli._eval_variant(2e-3, 2e-3, None, 0, None, "torch") == "-dropouttorch"
     assert cli._eval_variant(2e-3, 2e-3, None, 0) == ""
+
+
+@pytest.mark.parametrize("cl", [False, True])
+def test_the_first_max_pool_is_atens_and_reuses_its_gradient_buffer(cl):
+    """``_MaxPool2x2``: the output and the gradient of its input equal ``F.max_pool2d``'s bit
+    for bit, on inputs full of ties (constant windows pick the same index); its backward writes
+    into one buffer per shape, layout and device, reused by the next backward of that shape."""
+    torch.manual_seed(0)
+    fmt = torch.channels_last if cl else torch.contiguous_format
+    buffers: dict = {}
+    ptrs = []
+    for n in (6, 6, 3):
+        h = torch.randn(n, 4, 8, 8)
+        h[:, :, :4] = 0.5  # whole windows of equal values
+        h[:, :2, 4:, :2] = -1.0
+        h = h.contiguous(memory_format=fmt).requires_grad_()
+        g = torch.randn(n, 4, 4, 4)
+        out = ev._MaxPool2x2.apply(h, buffers)
+        ref_h = h.detach().clone().requires_grad_()
+        ref = F.max_pool2d(ref_h, 2)
+        assert torch.equal(out, ref)
+        (grad,) = torch.autograd.grad(out, h, g)
+        (ref_grad,) = torch.autograd.grad(ref, ref_h, g)
+        assert torch.equal(grad, ref_grad) and grad.is_contiguous(memory_format=fmt)
+        ptrs.append(grad.data_ptr())
+    # (the second backward wrote into the first one's buffer and still equals ATen's
+    # gradient: the buffer is overwritten, never accumulated into)
+    assert ptrs[0] == ptrs[1] != ptrs[2] and len(buffers) == 2
+
+
+def test_the_classifier_pools_through_the_reused_buffer():
+    m = EvalCNN((1, 28, 28), 10, channels_last=True).to(memory_format=torch.channels_last)
+    for _ in range(2):
+        F.cross_entropy(m(torch.rand(8, 1, 28, 28)), torch.arange(8)).backward()
+    (buf,) = m._pool_grads.values()
+    assert buf.shape == (8, 32, 26, 26) and buf.is_contiguous(memory_format=torch.channels_last)
