@@ -239,19 +239,30 @@ def gap_analysis(root: Path | None = None) -> pd.DataFrame:
     return df
 
 
+#: DataLens folders that are training seeds of one family (``seed_spread``, and the ε = 1
+#: column of ``lowdp_methods_table``): ``paper`` / ``paper-seed<S>`` on the GPU, and
+#: ``paper-cpu-fast`` / ``paper-cpu-seed<S>`` on the CPU. ``paper-cpu`` (seed 0 before issue
+#: 9's fast path) and variant folders are other runs of a seed already counted, not seeds.
+SEED_FOLDERS = {"gpu": r"paper(-seed\d+)?", "cpu": r"paper-cpu-(fast|seed\d+)"}
+
+
+def seed_folder_family(run_dir: str | Path) -> str | None:
+    """The seed family (:data:`SEED_FOLDERS`) of a DataLens run folder, or None."""
+    import re
+
+    name = Path(run_dir).name
+    return next((f for f, pat in SEED_FOLDERS.items() if re.fullmatch(pat, name)), None)
+
+
 def seed_spread(root: Path | None = None) -> pd.DataFrame:
     """Training-seed spread of the committed paper-setting DataLens cells, per family of runs
     evaluated alike: ``gpu`` (folders ``paper``, ``paper-seed<S>``; 600-epoch evaluations)
     and ``cpu`` (``paper-cpu-fast``, ``paper-cpu-seed<S>``; the CPU queue's settings and
     30-epoch evaluations). Mean, standard deviation and max of the paper-protocol accuracy,
     beside the paper's single number."""
-    import re
-
-    families = {"gpu": r"paper(-seed\d+)?", "cpu": r"paper-cpu-(fast|seed\d+)"}
     rows = []
     for s in committed_runs(root):
-        folder = Path(s["run_dir"]).name
-        fam = next((f for f, pat in families.items() if re.fullmatch(pat, folder)), None)
+        fam = seed_folder_family(s["run_dir"])
         if fam is not None and s.get("acc_paper") is not None:
             rows.append({"config": s["config"], "family": fam, "dataset": s["dataset"],
                          "epsilon": s["epsilon"], "seed": s["seed"], "ours": s["acc_paper"]})
@@ -503,8 +514,9 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
 def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
     """Every cell of ``tab:lowdp`` (each method, dataset and budget of the paper's table) with
     our committed budget snapshots of that method's ε = 1 runs (:func:`snapshot_table`; the
-    ε = 1 column from those runs' own evaluations; the paper's setting only, not variants),
-    per run family: the mean and standard deviation over
+    ε = 1 column from those runs' own evaluations; the paper's setting only, not variants;
+    for DataLens only the seed folders of :data:`SEED_FOLDERS`, so that a seed re-run with
+    other code counts once), per run family: the mean and standard deviation over
     training seeds, the shortest evaluation among them, and the paper's number; cells without
     one say why (not implemented yet; DP-GAN calibrates its noise to the budget, so it needs
     one run per budget; or not committed yet)."""
@@ -516,6 +528,8 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
     names = {v: k for k, v in PAPER_METHODS.items()}
     for method in sorted(set(PAPER_METHODS.values())):
         for s in committed_runs(root, method=method):
+            if method == "datalens" and seed_folder_family(s["run_dir"]) is None:
+                continue  # another run of a seed already counted (SEED_FOLDERS)
             if s["config"].endswith("-eps1") and s.get("acc_paper") is not None:
                 md = s.get("moment_dtype")
                 full.append({"method": names[method], "dataset": s["dataset"], "epsilon": 1.0,

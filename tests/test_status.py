@@ -210,3 +210,31 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
     assert "no committed ε = 1 run yet" in t[(t.method == "DP-GAN") & (t.epsilon == 1.0)
                                             ].iloc[0].status
     assert len(t[t.method != "DataLens"]) == 40 and t.ours.notna().sum() == 3
+
+
+def test_lowdp_eps1_column_counts_a_seed_once(tmp_path):
+    """The eps = 1 column of tab:lowdp counts training seeds: ``paper-cpu`` (seed 0 before the
+    fast path) is another run of ``paper-cpu-fast``'s seed, left out as T1's seed spread
+    leaves it out."""
+    import json
+
+    from datalens_lib import book
+    from datalens_lib.config import load_config
+
+    for folder, seed, acc in (("paper-cpu", 0, 0.65), ("paper-cpu-fast", 0, 0.64),
+                              ("paper-cpu-seed1", 1, 0.70)):
+        d = tmp_path / "datalens" / "mnist-eps1" / folder
+        d.mkdir(parents=True)
+        cfg = load_config("mnist-eps1", "paper", moment_dtype="bfloat16").to_dict()
+        rec = {"config": cfg, "target_epsilon": 1.0, "profile": "paper", "seed": seed,
+               "steps": 86, "epsilon": {"paper": 0.99}, "device": "cpu", "hardware": {},
+               "history": [], "git_sha": "x",
+               "timings": {"train_seconds": 1.0, "seconds_per_step": 1.0}}
+        (d / "run.json").write_text(json.dumps(rec))
+        (d / "eval-30ep.json").write_text(json.dumps({"paper": acc, "clean": acc - 0.01,
+                                                      "epochs": 30}))
+    t = book.lowdp_methods_table(root=tmp_path)
+    one = t[(t.method == "DataLens") & (t.dataset == "mnist") & (t.epsilon == 1.0)].iloc[0]
+    assert (one.family, one.seeds) == ("cpu", 2) and one.ours == pytest.approx(0.67)
+    spread = book.seed_spread(root=tmp_path).iloc[0]
+    assert spread.seeds == 2 and spread["mean"] == pytest.approx(0.67)
