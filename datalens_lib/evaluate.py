@@ -142,7 +142,7 @@ class DropoutStreams:
 
 class _MaxPool2x2(torch.autograd.Function):
     """``F.max_pool2d(h, 2)`` whose backward writes the gradient of ``h`` into a buffer kept
-    from one batch to the next (``buffers``, keyed by shape, layout and device) instead of a
+    from one batch to the next (``buffers``, keyed by shape, strides, dtype and device) instead of a
     new tensor. The same ATen kernels, so the same indices (ties included) and the same
     numbers, bit for bit (``tests/test_evaluate.py``).
 
@@ -166,13 +166,10 @@ class _MaxPool2x2(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g: torch.Tensor):  # type: ignore[override]
         h, idx = ctx.saved_tensors
-        cl = h.dim() == 4 and not h.is_contiguous() and h.is_contiguous(
-            memory_format=torch.channels_last)
-        key = (tuple(h.shape), cl, h.dtype, h.device)
+        key = (tuple(h.shape), h.stride(), h.dtype, h.device)
         buf = ctx.buffers.get(key)
-        if buf is None:
-            buf = ctx.buffers[key] = torch.empty_like(
-                h, memory_format=torch.channels_last if cl else torch.contiguous_format)
+        if buf is None:  # (empty_like keeps h's strides: the layout the kernel writes)
+            buf = ctx.buffers[key] = torch.empty_like(h)
         torch.ops.aten.max_pool2d_with_indices_backward.grad_input(
             g, h, [2, 2], [2, 2], [0, 0], [1, 1], False, idx, grad_input=buf)
         return buf, None

@@ -33,8 +33,8 @@
 # B = 512) to 1.46x (GM-DP, B = 128) the steps per second of one 2-thread process
 # (benchmarks/results/cpu-lanes-cpu-2core.json; a 2-thread process beside any other busy one
 # slows down far more). Every other job runs alone, with every core, after the lanes have
-# finished; a job's own evaluations may run in lanes too (evaluate_lanes). CPU_QUEUE_JOBS (one job per line) replaces JOBS
-# (the tests' dry run).
+# finished; a job's own evaluations may run in lanes too (evaluate_lanes). CPU_QUEUE_JOBS
+# (one job per line) replaces JOBS (the tests' dry run).
 # G-PATE at the paper setting measured 240-295 s per step here (131 steps: ~9 h), against
 # 33-46 s for a DataLens step with the same teachers: its shuffled split gives every teacher
 # its own label sequence, so the exact per-teacher fakes (BatchNorm over the teacher's own
@@ -163,13 +163,10 @@ JOBS=(
   "datalens mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
   "datalens fashion-mnist-eps1 paper-cpu-d2pfed-paper 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-paper"
   "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
-  # issue 10: the baselines (cpu profiles: configs/<method>/*.json say what they change).
-  # DP-GAN: 18,750 Opacus discriminator steps (~2-4 h here); G-PATE cpu: class-table fakes
-  # DC-GAN with carpedm20's discriminator widths (df_dim 64, dfc_dim 1024; 2026-11-28: the
-  # committed MNIST run, now cpu-datalens-d, had DataLens's 32 and 256)
   "datalens fashion-mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
+  # issue 10: G-PATE eps = 1 at its cpu profile with snapshots (configs/gpate/*.json say what
+  # the cpu profiles change)
   "gpate mnist-eps1 cpu 30 +snap"
-  # issue 10: DP-GAN's large-batch setting (DPImageBench's; its cpu profile: 15 of 150 epochs)
   "gpate fashion-mnist-eps1 cpu 30 +snap"
   # issue 12, item 2: teachers as the official code trains them (80 batches x 50 slots: 50
   # initialisations; Adam state shared by the 80 teachers of a slot), against paper-cpu-fast
@@ -494,7 +491,7 @@ run_job() {
 lane_job() {  # JOB: whether it runs in a lane of one thread when next to another such job:
   # DP-SGD jobs, and DP-GAN's small-batch cells (two 1-thread DP-GAN trainings took 1.14-1.34x
   # the steps per second of one 2-thread training here: bench_cpu_lanes.py --dpgan; a
-  # large-batch cell holds ~10 GB of per-example gradients and runs alone)
+  # large-batch cell holds ~9 GB of per-example gradients and runs alone)
   [[ $1 == dpsgd* ]] || [[ $1 == "dpgan "* && ${1#dpgan } != *-large\ * ]]
 }
 
