@@ -161,9 +161,10 @@ class DCGAN:
             idx = perm[s: s + b]
             x, oh = self.x[idx], self._onehot(self.y[idx])
             z = (torch.rand(b, self.cfg.z_dim, generator=self.gen) * 2 - 1).to(self.device)
-            fake = self.G(z, oh)
+            with torch.no_grad():  # a constant for D's step (the same images, no graph)
+                fake = self.G(z, oh)
             d_loss = (F.softplus(-self.D(x, oh)).mean()
-                      + F.softplus(self.D(fake.detach(), oh)).mean())
+                      + F.softplus(self.D(fake, oh)).mean())
             self.d_opt.zero_grad(set_to_none=True)
             d_loss.backward()
             self.d_opt.step()
