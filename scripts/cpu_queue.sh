@@ -64,6 +64,13 @@ JOBS=(
   # issue 10: DP-GAN's small-batch cells (no DP-GAN cell was committed before 2026-11-28), two
   # at a time in one-thread lanes (lane_job): 18,750 discriminator steps each, ~2.5 h a pair
   "dpgan mnist-eps1 cpu 30" "dpgan fashion-mnist-eps1 cpu 30"
+  # issue 12, tab:compression (T5): the cells that spend eps = 1 in 2-16 generator steps
+  # (~20 min each with their evaluation; 2026-11-28: moved up from after the DP-SGD jobs, so
+  # that T5 needs only the two FetchSGD-as-coded runs)
+  "datalens mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
+  "datalens fashion-mnist-eps1 paper-cpu-d2pfed-paper 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-paper"
+  "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
+  "datalens fashion-mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
   "dpgan mnist-eps10 cpu 30" "dpgan fashion-mnist-eps10 cpu 30"
   # issue 10's other missing cells (2026-11-28: ahead of issue 12's, which has far more of
   # them): DC-GAN with carpedm20's discriminator widths (df_dim 64, dfc_dim 1024; the committed
@@ -160,10 +167,6 @@ JOBS=(
   # ours: the same cell with top-k within each layer (300 noiseless steps, one seed: flat 0.81,
   # per layer 0.91)
   "dpsgd normtopk 0.6 1.0 5 mnist layer"
-  "datalens mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
-  "datalens fashion-mnist-eps1 paper-cpu-d2pfed-paper 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-paper"
-  "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
-  "datalens fashion-mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
   # issue 10: G-PATE eps = 1 at its cpu profile with snapshots (configs/gpate/*.json say what
   # the cpu profiles change)
   "gpate mnist-eps1 cpu 30 +snap"
