@@ -457,15 +457,18 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
 
     base = run("paper-cpu-fast", 0.60)
     run("paper-cpu-official-slots", 0.66)
-    (base / "eval-30ep-lr0.001.json").write_text(json.dumps({"epochs": 30, "paper": 0.58}))
+    (base / "eval-30ep-lr0.001.json").write_text(json.dumps(
+        {"epochs": 30, "paper": 0.58, "clean": 0.55}))
     run("paper", 0.70, epochs=600)
     run("paper-seed1", 0.72, seed=1, epochs=600)
     run("paper-seed2", 0.68, seed=2, epochs=600)
     g = book.gap_analysis(tmp_path)
     slots = g[g.variant == "paper-cpu-official-slots"].iloc[0]
     assert slots["status"] == "measured" and slots["effect"] == pytest.approx(0.06)
+    assert slots["effect_clean"] == pytest.approx(0.06)  # clean: each run's acc - 0.1
     lr = g[g.variant == "paper-cpu-fast/eval-30ep-lr0.001.json"].iloc[0]
     assert lr["effect"] == pytest.approx(-0.02)
+    assert lr["effect_clean"] == pytest.approx(0.55 - 0.50)  # the baseline's clean is 0.50
     queued = g[g.status.str.startswith("queued")]
     assert {"init-slots" in str(v) for v in queued.variant} == {False}  # nothing committed
     # init-slots, text, shuffled split, seed-1 eval, first 10k, 10k padded with zero rows
@@ -478,6 +481,7 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     g = book.gap_analysis(tmp_path)
     pad = g[g.variant == "paper-cpu-fast/samples-10k-eval-600ep-padto100000.json"].iloc[0]
     assert pad["config"] == "fashion-mnist-eps1" and pad["effect"] == pytest.approx(-0.04)
+    assert pd.isna(pad["effect_clean"])  # neither record has a clean protocol
     run("paper-cpu-seed1", 0.64, seed=1)
     spread = book.seed_spread(tmp_path).set_index(["config", "family"])
     sp = spread.loc[("mnist-eps1", "gpu")]
