@@ -41,24 +41,39 @@ def deconv_same(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None)
 
 
 def normalise(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor,
-              dims: tuple[int, ...] | list[int]) -> torch.Tensor:
+              dims: tuple[int, ...] | list[int], stats: torch.Tensor | None = None
+              ) -> torch.Tensor:
     """Training-mode BatchNorm with statistics over ``dims`` (biased batch variance, eps 1e-5);
     ``gamma`` and ``beta`` broadcast against ``x``. The one home of the BatchNorm arithmetic
-    (generator, discriminator modules and the vectorised teachers of ``ensemble``).
+    (generator, discriminator modules and the vectorised teachers of ``ensemble``). With
+    ``stats`` the statistics are those of ``stats`` (a reference batch), applied to ``x``.
 
     The variance is the mean of the centred squares (the two-pass algorithm): the same function
     as ``var(unbiased=False)`` (tested in float64, gradients included), but faster, because
     ATen's ``var`` over strided dimensions runs far below the speed of ``mean`` on the
     project's CPU: ~6% of a teacher step and ~9% of sampling (``benchmarks/README.md``)."""
-    centred = x - x.mean(dim=dims, keepdim=True)
-    var = centred.square().mean(dim=dims, keepdim=True)
+    if stats is None:
+        centred = x - x.mean(dim=dims, keepdim=True)
+        var = centred.square().mean(dim=dims, keepdim=True)
+    else:
+        mean = stats.mean(dim=dims, keepdim=True)
+        var = (stats - mean).square().mean(dim=dims, keepdim=True)
+        centred = x - mean
     return centred * (torch.rsqrt(var + BN_EPS) * gamma) + beta
 
 
 def batch_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor,
-               groups: int = 1) -> torch.Tensor:
+               groups: int = 1, reference: int = 0) -> torch.Tensor:
     """Training-mode BatchNorm (``normalise``) over each of ``groups`` consecutive equal slices
-    of the batch: every slice is normalised with its own statistics."""
+    of the batch: every slice is normalised with its own statistics. ``reference`` > 0 (with
+    one group): every row is normalised with the statistics of the first ``reference`` rows
+    only, so the other rows do not affect one another (``Generator.forward``)."""
+    if reference:
+        if groups != 1:
+            raise ValueError("a reference batch normalises one group only")
+        dims = [0] + list(range(2, x.dim()))
+        view = [1, -1] + [1] * (x.dim() - 2)
+        return normalise(x, gamma.view(view), beta.view(view), dims, stats=x[:reference])
     shape = x.shape
     xg = x.reshape(groups, shape[0] // groups, *shape[1:])
     dims = [1] + list(range(3, xg.dim()))
@@ -109,17 +124,25 @@ class Generator(nn.Module):
         nn.init.normal_(self.w2, std=0.02)
         nn.init.normal_(self.w3, std=0.02)
 
-    def forward(self, z: torch.Tensor, y_onehot: torch.Tensor, groups: int = 1) -> torch.Tensor:
+    def forward(self, z: torch.Tensor, y_onehot: torch.Tensor, groups: int = 1,
+                reference: int = 0) -> torch.Tensor:
         """G(z, y). With ``groups`` > 1 the batch is ``groups`` independent batches (one per
         teacher) whose BatchNorm statistics are computed separately, as if G were called once
-        per teacher."""
+        per teacher. With ``reference`` = R > 0 every BatchNorm uses the statistics of the
+        first R rows (a reference batch) for all rows: given those R rows, each later row is a
+        function of its own (z, y) alone, so later rows are i.i.d. whatever their number
+        (DP-GAN's private pairs, ``methods.dpgan``)."""
+        if reference and not 0 < reference <= len(z):
+            raise ValueError(f"reference must be in [1, {len(z)}] rows, got {reference}")
         h = torch.cat([z, y_onehot], 1)
-        h = F.relu(batch_norm(self.lin0(h), self.bn0["gamma"], self.bn0["beta"], groups))
+        h = F.relu(batch_norm(self.lin0(h), self.bn0["gamma"], self.bn0["beta"], groups,
+                              reference))
         h = torch.cat([h, y_onehot], 1)
-        h = F.relu(batch_norm(self.lin1(h), self.bn1["gamma"], self.bn1["beta"], groups))
+        h = F.relu(batch_norm(self.lin1(h), self.bn1["gamma"], self.bn1["beta"], groups,
+                              reference))
         h = h.view(-1, GF_DIM * 2, self.h4, self.w4)
         h = deconv_same(cond_concat(h, y_onehot), self.w2, self.b2)
-        h = F.relu(batch_norm(h, self.bn2["gamma"], self.bn2["beta"], groups))
+        h = F.relu(batch_norm(h, self.bn2["gamma"], self.bn2["beta"], groups, reference))
         h = deconv_same(cond_concat(h, y_onehot), self.w3, self.b3)
         return torch.sigmoid(h)
 

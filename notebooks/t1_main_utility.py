@@ -197,7 +197,9 @@ if len(runs):  # a difference only for the paper's setting, float32 moments, 600
 # (expected batch 64, as in the code the paper cites; the fake half's exact gradient is added
 # after the private release) and DPImageBench's large-batch one (`-large` configs: batch 4096,
 # 150 epochs, C = 1e-3, each real example clipped together with one fake, as DPImageBench's
-# Opacus code does); both sit beside the paper's one DP-GAN number.
+# Opacus code does; our fakes take the BatchNorm statistics of a separate reference batch, so
+# that they do not depend on the Poisson batch size and the sensitivity stays C); both sit
+# beside the paper's one DP-GAN number.
 #
 # *neighbouring* is the relation each ε is for, and it is not the same for every method: DP-GAN
 # (DP-SGD) is DP under adding or removing one record; G-PATE's label-free split gives

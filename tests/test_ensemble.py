@@ -109,6 +109,34 @@ def test_generator_groups_equal_separate_calls():
     assert both.shape == (6, 1, 28, 28) and 0 <= both.min() and both.max() <= 1
 
 
+def test_generator_reference_rows_fix_the_batchnorm_statistics_of_later_rows():
+    """DP-GAN's private pairs (methods.dpgan): with ``reference`` = R, every row after the
+    first R is normalised with the statistics of those R rows, so it is a function of its own
+    (z, y) alone, however many rows follow."""
+    torch.manual_seed(0)
+    g = Generator(50, 10, (1, 28, 28)).double()
+    with torch.no_grad():  # non-trivial affine BatchNorm parameters
+        for bn in (g.bn0, g.bn1, g.bn2):
+            bn["gamma"].uniform_(0.5, 1.5)
+            bn["beta"].uniform_(-0.5, 0.5)
+    z = torch.rand(9, 50, dtype=torch.float64) * 2 - 1
+    y = F.one_hot(torch.randint(0, 10, (9,)), 10).double()
+    z[6], y[6] = z[0], y[0]  # a later row equal to a reference row
+    out = g(z, y, reference=4)
+    torch.testing.assert_close(out[:4], g(z[:4], y[:4]))  # the reference batch itself
+    torch.testing.assert_close(out[6], out[0])  # later rows: the reference's statistics
+    for keep in (5, 7):  # and nothing of the other later rows
+        torch.testing.assert_close(g(z[:keep], y[:keep], reference=4), out[:keep])
+    # one batch of the later rows alone is not that, and without a reference batch a row
+    # depends on how many rows share its batch
+    assert (g(z[4:], y[4:]) - out[4:]).abs().max() > 1e-3
+    assert (g(z[:5], y[:5])[4] - g(z, y)[4]).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="reference"):
+        g(z, y, reference=10)
+    with pytest.raises(ValueError, match="one group"):
+        g(z[:8], y[:8], groups=2, reference=2)
+
+
 def test_adam_refuses_half_precision_parameters():
     with pytest.raises(ValueError, match="^parameters must be float32 or float64"):
         StackedAdam({"w": torch.zeros(2, 5, dtype=torch.bfloat16)})

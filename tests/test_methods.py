@@ -397,7 +397,8 @@ def _dpgan_replay(m):
     the method's state: (sum of per-example gradients clipped to C + N(0, sigma^2 C^2)) / B
     over a Poisson(q) batch; then, with ``clip_fake`` off, plus the fake half's exact gradient
     (B fakes), and with it on, each real example's gradient summed with one fake's before the
-    clip (as many fakes as real examples). Returns (gradient, private part, batch size)."""
+    clip (as many fakes as real examples, each normalised with the BatchNorm statistics of a
+    reference batch of B fakes drawn first). Returns (gradient, private part, batch size)."""
     import copy
 
     import torch.nn.functional as F
@@ -415,13 +416,13 @@ def _dpgan_replay(m):
     params = list(D.parameters())
     idx = (torch.rand(m.n, generator=g) < m.q).nonzero().squeeze(1)
 
-    def fakes(k):
-        y = torch.randint(0, m.y_dim, (k,), generator=g)
-        z = torch.rand(k, cfg.z_dim, generator=g) * 2 - 1
+    def fakes(k, ref=0):
+        y = torch.randint(0, m.y_dim, (ref + k,), generator=g)
+        z = torch.rand(ref + k, cfg.z_dim, generator=g) * 2 - 1
         yo = F.one_hot(y, m.y_dim).float()
-        return G(z, yo).detach(), yo
+        return G(z, yo, reference=ref)[ref:].detach(), yo[ref:]
 
-    pair = fakes(len(idx)) if cfg.clip_fake and len(idx) else None
+    pair = fakes(len(idx), ref=b) if cfg.clip_fake and len(idx) else None
     summed = [torch.zeros_like(p) for p in params]
     factors, norms = [], []
     for j, i in enumerate(idx.tolist()):

@@ -17,10 +17,19 @@ One discriminator step, two ways (``clip_fake``):
 * ``True`` (DPImageBench's DP-GAN, the ``-large`` profiles): as many fakes as real examples
   go through the per-sample-gradient discriminator in the same backward pass, so Opacus sums
   real example i's gradient and fake i's into one per-example gradient, clips that pair to C
-  and noises the sum. Sensitivity C still: the fakes are drawn independently of the data, so
-  removing one record removes one pair (couple the other pairs' draws). With DPImageBench's
-  C = 1e-3 this matters: added outside the clip, the fake gradient (norm ~10 on the smoke
-  run) would swamp the private one (~1e-3 of signal), and D would barely see real data.
+  and noises the sum. With DPImageBench's C = 1e-3 this matters: added outside the clip, the
+  fake gradient (norm ~10 on the smoke run) would swamp the private one (~1e-3 of signal),
+  and D would barely see real data. Sensitivity C needs the fakes to be i.i.d. whatever
+  their number k (the Poisson batch size): then removing one record removes one pair and
+  leaves the law of the others unchanged (couple their draws). k fakes drawn as one batch
+  of G would not be: G's BatchNorm uses the batch's statistics, so every fake would depend
+  on k, a function of the data (a fake changed by up to ~0.01 between batches of 64 and 65
+  at initialisation). Here the k fakes follow a reference batch of B fakes that is not
+  used (``Generator.forward(reference=B)``): every BatchNorm normalises them with the
+  reference batch's statistics, and given it each fake is a function of its own (z, y)
+  alone. B keeps the statistics at the size the generator trains with; the price is B
+  extra generator rows per discriminator step (fixed 2026-11-28, before any large-batch
+  run was committed).
 
 How the clipped sum is computed (the same sum, up to the order of float additions):
 
@@ -307,6 +316,17 @@ class DPGAN:
         with torch.set_grad_enabled(grad):
             return self.G(z, self._onehot(y)), self._onehot(y)
 
+    def _paired_fakes(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """k fakes for the private pairs of ``clip_fake``, i.i.d. given public randomness: they
+        follow a reference batch of B fakes whose BatchNorm statistics normalise them and
+        which is then dropped (module doc: why a batch of k fakes would break sensitivity C)."""
+        ref = self.cfg.batch_size
+        y = torch.randint(0, self.y_dim, (ref + k,), generator=self.gen).to(self.device)
+        z = (torch.rand(ref + k, self.cfg.z_dim, generator=self.gen) * 2 - 1).to(self.device)
+        with torch.no_grad():
+            fake = self.G(z, self._onehot(y), reference=ref)
+        return fake[ref:], self._onehot(y[ref:])
+
     def _ghost_clipped_backward(self, per: torch.Tensor) -> None:
         """Leave sum_i min(1, C / |grad l_i|) grad l_i in the discriminator's ``.grad``: the
         two backward passes of Opacus's ``DPTensorFastGradientClipping.backward`` (module
@@ -331,7 +351,7 @@ class DPGAN:
             real = self.D(self.x[idx], self._onehot(self.y[idx]))
             per = self._d_loss(real, True)  # per-example losses
             if cfg.clip_fake:  # one fake per real example, in the same per-example gradients
-                fake, fy = self._fake(len(idx))
+                fake, fy = self._paired_fakes(len(idx))
                 fake_per = self._d_loss(self.D(fake, fy), False)
                 fake_loss = fake_per.mean()
                 per = per + fake_per
@@ -425,8 +445,11 @@ class DPGAN:
     def _privacy_key(self) -> dict[str, Any]:
         """What the ledger charges each step with: a resumed run must have taken its earlier
         steps with the same."""
-        return {"sigma": self.sigma, "sample_rate": self.q, "train_images": self.n,
-                "planned_steps": self.planned}
+        key = {"sigma": self.sigma, "sample_rate": self.q, "train_images": self.n,
+               "planned_steps": self.planned}
+        if self.cfg.clip_fake:  # a run begun with fakes drawn as one batch of k cannot resume
+            key["paired_fakes"] = "reference batch of B"
+        return key
 
     def record(self) -> dict[str, Any]:
         return {
@@ -436,7 +459,9 @@ class DPGAN:
             "privacy": {
                 "mechanism": "DP-SGD on the discriminator (Opacus): Poisson sampling, "
                              "per-example clipping, Gaussian noise"
-                             + ("; each real example clipped together with one fake"
+                             + ("; each real example clipped together with one fake (the "
+                                "fakes i.i.d. given a reference batch of B that fixes their "
+                                "BatchNorm statistics)"
                                 if self.cfg.clip_fake else
                                 "; the fake half's exact gradient added after the release"),
                 "sensitivity": f"L2 C = {self.cfg.max_grad_norm} per example",

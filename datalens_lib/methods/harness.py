@@ -291,7 +291,9 @@ class Run:
                 "the guarantee covers what the mechanism releases: the generator and its "
                 "samples; this record's training diagnostics (losses on real data, batch sizes, "
                 "data-dependent epsilon) are computed from private data without noise and are "
-                "for inspection, not release")
+                "for inspection, not release; the sampling and noise come from seeded, "
+                "non-cryptographic generators whose seed this record names (reproducibility): "
+                "a release would keep the seed secret")
         if m.device.type == "cuda":
             rec["cuda_peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
         rec.update(provenance())
