@@ -69,6 +69,8 @@ def batch_norm(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor,
     one group): every row is normalised with the statistics of the first ``reference`` rows
     only, so the other rows do not affect one another (``Generator.forward``)."""
     if reference:
+        if not 0 < reference <= x.shape[0]:
+            raise ValueError(f"reference must be in [1, {x.shape[0]}] rows, got {reference}")
         if groups != 1:
             raise ValueError("a reference batch normalises one group only")
         dims = [0] + list(range(2, x.dim()))

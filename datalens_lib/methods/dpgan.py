@@ -23,13 +23,13 @@ One discriminator step, two ways (``clip_fake``):
   their number k (the Poisson batch size): then removing one record removes one pair and
   leaves the law of the others unchanged (couple their draws). k fakes drawn as one batch
   of G would not be: G's BatchNorm uses the batch's statistics, so every fake would depend
-  on k, a function of the data (a fake changed by up to ~0.01 between batches of 64 and 65
-  at initialisation). Here the k fakes follow a reference batch of B fakes that is not
-  used (``Generator.forward(reference=B)``): every BatchNorm normalises them with the
-  reference batch's statistics, and given it each fake is a function of its own (z, y)
-  alone. B keeps the statistics at the size the generator trains with; the price is B
-  extra generator rows per discriminator step (fixed 2026-11-28, before any large-batch
-  run was committed).
+  on k, a function of the data (measured once at initialisation: a fake moved by up to
+  0.012 between batches of 64 and 65). Here the k fakes follow a reference batch of B
+  fakes that is not used (``Generator.forward(reference=B)``): every BatchNorm normalises
+  them with the reference batch's statistics, and given it each fake is a function of its
+  own (z, y) alone. B keeps the statistics at the size the generator trains with; the
+  price is B extra generator rows per discriminator step (fixed 2026-11-28, before any
+  large-batch run was committed).
 
 How the clipped sum is computed (the same sum, up to the order of float additions):
 
@@ -308,9 +308,9 @@ class DPGAN:
 
     def _fake(self, b: int, grad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """b fakes G(z, y) and their one-hot labels; without an autograd graph unless ``grad``
-        (the generator's step): the discriminator's steps use them as constants. The images
-        are the same bit for bit; no activations are kept (1.6 GiB of them for the 4096 fakes
-        of a ``-large`` step), and the step takes as long (interleaved runs, 2026-11-28)."""
+        (the generator's step): the discriminator's step uses them as constants, so no
+        activations are kept (the same images bit for bit; the step takes as long,
+        interleaved runs, 2026-11-28)."""
         y = torch.randint(0, self.y_dim, (b,), generator=self.gen).to(self.device)
         z = (torch.rand(b, self.cfg.z_dim, generator=self.gen) * 2 - 1).to(self.device)
         with torch.set_grad_enabled(grad):
@@ -319,7 +319,8 @@ class DPGAN:
     def _paired_fakes(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """k fakes for the private pairs of ``clip_fake``, i.i.d. given public randomness: they
         follow a reference batch of B fakes whose BatchNorm statistics normalise them and
-        which is then dropped (module doc: why a batch of k fakes would break sensitivity C)."""
+        which is then dropped (module doc: why a batch of k fakes would break sensitivity C).
+        No autograd graph: 1.6 GiB of generator activations for 4096 fakes are not kept."""
         ref = self.cfg.batch_size
         y = torch.randint(0, self.y_dim, (ref + k,), generator=self.gen).to(self.device)
         z = (torch.rand(ref + k, self.cfg.z_dim, generator=self.gen) * 2 - 1).to(self.device)
