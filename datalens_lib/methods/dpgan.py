@@ -306,27 +306,20 @@ class DPGAN:
             return F.relu(1 - logits) if real else F.relu(1 + logits)
         return F.softplus(-logits) if real else F.softplus(logits)
 
-    def _fake(self, b: int, grad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """b fakes G(z, y) and their one-hot labels; without an autograd graph unless ``grad``
-        (the generator's step): the discriminator's step uses them as constants, so no
-        activations are kept (the same images bit for bit; the step takes as long,
-        interleaved runs, 2026-11-28)."""
-        y = torch.randint(0, self.y_dim, (b,), generator=self.gen).to(self.device)
-        z = (torch.rand(b, self.cfg.z_dim, generator=self.gen) * 2 - 1).to(self.device)
+    def _fake(self, b: int, grad: bool = False, reference: int = 0
+              ) -> tuple[torch.Tensor, torch.Tensor]:
+        """b fakes G(z, y) and their one-hot labels, without an autograd graph unless ``grad``
+        (the generator's step; a discriminator step uses them as constants: the same images
+        bit for bit, and 1.6 GiB of activations not kept for 4096 fakes). ``reference`` R > 0
+        (``clip_fake``'s private pairs): R more fakes are drawn first and dropped, and their
+        BatchNorm statistics normalise the b fakes, which are then i.i.d. whatever b is
+        (module doc: why a batch of b fakes would break sensitivity C)."""
+        n = reference + b
+        y = torch.randint(0, self.y_dim, (n,), generator=self.gen).to(self.device)
+        z = (torch.rand(n, self.cfg.z_dim, generator=self.gen) * 2 - 1).to(self.device)
         with torch.set_grad_enabled(grad):
-            return self.G(z, self._onehot(y)), self._onehot(y)
-
-    def _paired_fakes(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """k fakes for the private pairs of ``clip_fake``, i.i.d. given public randomness: they
-        follow a reference batch of B fakes whose BatchNorm statistics normalise them and
-        which is then dropped (module doc: why a batch of k fakes would break sensitivity C).
-        No autograd graph: 1.6 GiB of generator activations for 4096 fakes are not kept."""
-        ref = self.cfg.batch_size
-        y = torch.randint(0, self.y_dim, (ref + k,), generator=self.gen).to(self.device)
-        z = (torch.rand(ref + k, self.cfg.z_dim, generator=self.gen) * 2 - 1).to(self.device)
-        with torch.no_grad():
-            fake = self.G(z, self._onehot(y), reference=ref)
-        return fake[ref:], self._onehot(y[ref:])
+            fake = self.G(z, self._onehot(y), reference=reference)
+        return fake[reference:], self._onehot(y[reference:])
 
     def _ghost_clipped_backward(self, per: torch.Tensor) -> None:
         """Leave sum_i min(1, C / |grad l_i|) grad l_i in the discriminator's ``.grad``: the
@@ -352,7 +345,7 @@ class DPGAN:
             real = self.D(self.x[idx], self._onehot(self.y[idx]))
             per = self._d_loss(real, True)  # per-example losses
             if cfg.clip_fake:  # one fake per real example, in the same per-example gradients
-                fake, fy = self._paired_fakes(len(idx))
+                fake, fy = self._fake(len(idx), reference=b)
                 fake_per = self._d_loss(self.D(fake, fy), False)
                 fake_loss = fake_per.mean()
                 per = per + fake_per
