@@ -471,9 +471,10 @@ def _cmd_results(args: argparse.Namespace) -> int:
     print("tab:image: test accuracy of a classifier trained on each method's synthetic data "
           "(committed main runs)")
     print(f"{'method':9s} {'dataset':14s} {'eps':>4s} {'profile':7s} {'family':6s} "
-          f"{'paper':>7s} {'ours*':>7s} {'diff':>7s} {'clean':>7s}  steps  eps spent")
+          f"{'paper':>7s} {'ours*':>7s} {'diff':>7s} {'clean':>7s}  steps  eps spent (ledger)")
     for r in rows:
-        spent = "-" if r["epsilon_spent"] is None else f"{r['epsilon_spent']:.4f}"
+        spent = ("-" if r["epsilon_spent"] is None
+                 else f"{r['epsilon_spent']:.4f} ({r['ledger']})")
         print(f"{r['method']:9s} {r['dataset']:14s} {r['epsilon']:4g} {r['profile']:7s} "
               f"{r['family']:6s} {fmt(r['paper']):>7s} {fmt(r['ours_paper_protocol']):>7s} "
               f"{fmt(r['difference']):>7s} {fmt(r['ours_clean_protocol']):>7s}  "
@@ -481,7 +482,7 @@ def _cmd_results(args: argparse.Namespace) -> int:
     print("* paper protocol: max test accuracy over epochs (selects on test data); clean: "
           "after the fixed schedule. A difference only for the paper's setting (paper profile, "
           "float32 Adam moments, 600-epoch evaluation); cpu-family and smaller-profile runs "
-          "are shown, not compared.")
+          "are shown, not compared. eps spent: under the ledger that stopped the run.")
     return 0
 
 

@@ -102,8 +102,9 @@ def comparison(root: Path | None = None, paper_root: Path | None = None
     """``tab:image``, every method with committed runs: per method and config its main run
     (:data:`MAIN_FOLDERS`; one compared with the paper first, then the largest profile)
     beside the paper's number under both evaluation protocols; ``difference`` only where
-    :func:`compared_with_paper` allows it, ``epsilon_spent`` under the ``paper`` conversion
-    (None without noise)."""
+    :func:`compared_with_paper` allows it, ``epsilon_spent`` under the ledger that stopped the
+    run (``ledger``: the record's ``conversion``, e.g. ``paper`` for DataLens and G-PATE,
+    Opacus's ``rdp`` for DP-GAN; None without noise)."""
     names = {v: k for k, v in PAPER_METHODS.items()}
     best: dict[tuple[str, str], dict[str, Any]] = {}
     for run_file in sorted((root or RESULTS_DIR).glob("*/*/*/run.json")):
@@ -122,7 +123,8 @@ def comparison(root: Path | None = None, paper_root: Path | None = None
              "family": fam, "eval_epochs": ev["epochs"] if ev else None,
              "ours_paper_protocol": ev["paper"] if ev else None,
              "ours_clean_protocol": ev["clean"] if ev else None, "steps": rec["steps"],
-             "epsilon_spent": (rec.get("epsilon") or {}).get("paper")}
+             "ledger": rec.get("conversion", "paper"),
+             "epsilon_spent": (rec.get("epsilon") or {}).get(rec.get("conversion", "paper"))}
         r["paper_method"] = names[method]
         r["compared"] = ev is not None and compared_with_paper(r["profile"], fam,
                                                                r["eval_epochs"], large)

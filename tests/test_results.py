@@ -92,6 +92,18 @@ def test_comparison_covers_every_method_and_compares_the_paper_setting_only(tmp_
     assert dc["paper"] == 0.9653 and dc["difference"] is None and dc["epsilon_spent"] is None
 
 
+def test_comparison_reports_the_stopping_ledger(tmp_path):
+    """The spent epsilon is the one under the ledger that stopped the run (DP-GAN stops on
+    Opacus's RDP; its ``paper`` entry is another, looser conversion)."""
+    d = tmp_path / "dpgan" / "mnist-eps1" / "cpu"
+    d.mkdir(parents=True)
+    (d / "run.json").write_text(json.dumps({
+        "config": {"dataset": "mnist"}, "profile": "cpu", "target_epsilon": 1.0, "steps": 5,
+        "conversion": "rdp", "epsilon": {"paper": 1.31, "rdp": 0.99}}))
+    (r,) = comparison(tmp_path, PAPER_DIR)
+    assert (r["ledger"], r["epsilon_spent"]) == ("rdp", 0.99)
+
+
 def test_committed_results_are_complete_records():
     """Every committed run of every method spent at most its budget under the ledger that
     stopped it (the record's ``conversion``, which every method writes at the top level; DP-GAN's
