@@ -18,11 +18,15 @@ its budget snapshots in lanes of one thread).
 
 ``--dpgan``: the same for DP-GAN training (``methods.dpgan``, paper profile of each of
 ``--dpgan-configs``: ``--dpgan-steps`` discriminator steps, each with its generator step, after
-one untimed warm-up step): whether the queue's DP-GAN cells gain from lanes too.
+one untimed warm-up step): whether the queue's DP-GAN cells gain from lanes too. ``--dcgan``:
+the same for the non-private DC-GAN (``methods.dcgan``, ``--dpgan-configs`` default
+``mnist-epsinf``; a step is one batch: a discriminator step and its generator steps, timed as
+one epoch over ``--dpgan-steps`` batches of the training set).
 
     python benchmarks/bench_cpu_lanes.py [--record benchmarks/results/cpu-lanes-<machine>.json]
     python benchmarks/bench_cpu_lanes.py --evaluate [--record ...]
     python benchmarks/bench_cpu_lanes.py --dpgan [--record ...]
+    python benchmarks/bench_cpu_lanes.py --dcgan [--record ...]
 """
 
 from __future__ import annotations
@@ -62,7 +66,7 @@ def _eval_worker(images: int, epochs: int, threads: int, seed: int) -> None:
     print(json.dumps({"seconds": time.perf_counter() - t0}))
 
 
-def _dpgan_worker(config: str, steps: int, threads: int, seed: int) -> None:
+def _dpgan_worker(method: str, config: str, steps: int, threads: int, seed: int) -> None:
     import warnings
 
     import torch
@@ -72,8 +76,16 @@ def _dpgan_worker(config: str, steps: int, threads: int, seed: int) -> None:
     from datalens_lib.methods import method_class
 
     warnings.filterwarnings("ignore", message="Full backward hook is firing")
-    m = method_class("dpgan")(load_config(config, "paper", method="dpgan"), seed=seed,
-                              device="cpu", profile="paper")
+    if method == "dcgan":  # its harness step is an epoch: one epoch of `steps` batches
+        cfg = load_config(config, "paper", method=method)
+        cfg = load_config(config, "paper", method=method, train_limit=steps * cfg.batch_size)
+        m = method_class(method)(cfg, seed=seed, device="cpu", profile="paper")
+        t0 = time.perf_counter()  # (first-call allocations included: one batch of `steps`)
+        m.step()
+        print(json.dumps({"seconds": time.perf_counter() - t0}))
+        return
+    m = method_class(method)(load_config(config, "paper", method=method), seed=seed,
+                             device="cpu", profile="paper")
     m.step()  # (warm-up: first-call allocations)
     t0 = time.perf_counter()
     for _ in range(steps):
@@ -124,36 +136,44 @@ def main() -> None:
                     help="alternate the two arrangements this many times (this host is noisy)")
     ap.add_argument("--dpgan", action="store_true",
                     help="compare DP-GAN training instead of DP-SGD training")
-    ap.add_argument("--dpgan-configs", nargs="+", default=["mnist-eps1", "mnist-eps1-large"])
+    ap.add_argument("--dcgan", action="store_true",
+                    help="the same for DC-GAN (non-private; configs default mnist-epsinf)")
+    ap.add_argument("--dpgan-configs", nargs="+", default=None,
+                    help="default: mnist-eps1 mnist-eps1-large (--dpgan), mnist-epsinf (--dcgan)")
     ap.add_argument("--dpgan-steps", type=int, default=100)
     ap.add_argument("--worker", nargs=5, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--eval-worker", nargs=4, type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--dpgan-worker", nargs=4, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--dpgan-worker", nargs=5, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.dpgan_worker:
-        c, st, t, sd = a.dpgan_worker
-        _dpgan_worker(c, int(st), int(t), int(sd))
+        m, c, st, t, sd = a.dpgan_worker
+        _dpgan_worker(m, c, int(st), int(t), int(sd))
         return
-    if a.dpgan:
+    if a.dpgan and a.dcgan:
+        ap.error("--dpgan and --dcgan: one at a time")
+    if a.dpgan or a.dcgan:
+        gan = "dcgan" if a.dcgan else "dpgan"
+        configs = a.dpgan_configs or (["mnist-epsinf"] if a.dcgan
+                                      else ["mnist-eps1", "mnist-eps1-large"])
         rows = []
-        for config in a.dpgan_configs:
+        for config in configs:
             for rep in range(a.repeats):
                 def cmd(threads: int, seed: int, config: str = config) -> list[str]:
-                    return [sys.executable, __file__, "--dpgan-worker", config,
+                    return [sys.executable, __file__, "--dpgan-worker", gan, config,
                             str(a.dpgan_steps), str(threads), str(seed)]
 
                 one = _timed([cmd(a.threads, 0)])
                 lanes = _timed([cmd(1, i) for i in range(a.threads)])
-                row = {"method": "dpgan", "config": config, "steps": a.dpgan_steps,
+                row = {"method": gan, "config": config, "steps": a.dpgan_steps,
                        "repeat": rep, "one_process_s_per_step": one / a.dpgan_steps,
                        "lanes_s_per_step_each": lanes / a.dpgan_steps,
                        "speed_up": a.threads * one / lanes}
                 rows.append(row)
-                print(f"dpgan {config}: one process of {a.threads} threads "
+                print(f"{gan} {config}: one process of {a.threads} threads "
                       f"{one / a.dpgan_steps * 1e3:.1f} ms/step; {a.threads} processes of 1 "
                       f"thread {lanes / a.dpgan_steps * 1e3:.1f} ms/step each: "
                       f"{row['speed_up']:.2f}x the steps per second", flush=True)
-        _record(a, rows, "dpgan")
+        _record(a, rows, gan)
         return
     if a.worker:
         m, k, b, s, t = a.worker

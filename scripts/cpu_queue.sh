@@ -27,8 +27,8 @@
 # eps = 0.2, 0.4, 0.6, 0.8 (tab:lowdp; methods.harness) and evaluates each. (Edit this file
 # by writing a new one and renaming it over: a running bash keeps reading the file it started
 # from.)
-# DP-SGD jobs (and DP-GAN's small-batch cells: lane_job) next to each other in JOBS run in
-# CPU_QUEUE_DPSGD_LANES lanes (default 2), one torch thread each, each lane taking the next job
+# DP-SGD jobs (and DP-GAN's small-batch cells and DC-GAN's: lane_job) next to each other in
+# JOBS run in CPU_QUEUE_DPSGD_LANES lanes (default 2), one torch thread each, each lane taking the next job
 # no lane has taken: on this 2-core machine two 1-thread DP-SGD processes did 1.22x (TopAgg,
 # B = 512) to 1.46x (GM-DP, B = 128) the steps per second of one 2-thread process
 # (benchmarks/results/cpu-lanes-cpu-2core.json; a 2-thread process beside any other busy one
@@ -492,10 +492,11 @@ run_job() {
 }
 
 lane_job() {  # JOB: whether it runs in a lane of one thread when next to another such job:
-  # DP-SGD jobs, and DP-GAN's small-batch cells (two 1-thread DP-GAN trainings took 1.14-1.34x
+  # DP-SGD jobs, DP-GAN's small-batch cells (two 1-thread DP-GAN trainings took 1.14-1.34x
   # the steps per second of one 2-thread training here: bench_cpu_lanes.py --dpgan; a
-  # large-batch cell holds ~9 GB of per-example gradients and runs alone)
-  [[ $1 == dpsgd* ]] || [[ $1 == "dpgan "* && ${1#dpgan } != *-large\ * ]]
+  # large-batch cell holds ~9 GB of per-example gradients and runs alone) and DC-GAN's cells
+  # (1.25x and 1.41x: bench_cpu_lanes.py --dcgan, 2026-11-28)
+  [[ $1 == dpsgd* || $1 == "dcgan "* ]] || [[ $1 == "dpgan "* && ${1#dpgan } != *-large\ * ]]
 }
 
 run_lanes() {  # FIRST LAST: jobs FIRST..LAST (1-based, all lane_job) in LANES lanes of one torch
