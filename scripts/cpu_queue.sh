@@ -75,7 +75,7 @@ JOBS=(
   # issue 10's other missing cells (2026-11-28: ahead of issue 12's, which has far more of
   # them): DC-GAN with carpedm20's discriminator widths (df_dim 64, dfc_dim 1024; the committed
   # MNIST run, now cpu-datalens-d, had DataLens's 32 and 256), ~1.2 h each; G-PATE at eps = 10
-  # (cpu profile: class-table fakes, 101 steps, 2000 teachers); DP-GAN's large-batch setting
+  # (cpu profile: class-table fakes, 50 steps, 2000 teachers); DP-GAN's large-batch setting
   # (DPImageBench's; its cpu profile: 15 of 150 epochs; ~9 GB of per-example gradients: alone)
   "dcgan mnist-epsinf cpu 30"
   "dcgan fashion-mnist-epsinf cpu 30"
@@ -457,6 +457,8 @@ run_job() {
     local every=10  # generator steps; a DC-GAN step is a whole epoch (~6 min here)
     [[ $method == dcgan ]] && every=1
     [[ $method == dpgan ]] && every=500  # a DP-GAN step is one discriminator step (~0.5 s)
+    # (a large-batch one takes seconds, and its cpu cells plan 220 of them)
+    [[ $method == dpgan && $cfg == *-large ]] && every=10
     "$DL" train --method "$method" --config "$cfg" --profile "$profile" --out "$out" --resume \
       --checkpoint-every "$every" "${sets[@]}"
   fi

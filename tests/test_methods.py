@@ -460,9 +460,11 @@ def _adam_grads(m):
     return got
 
 
-@pytest.mark.parametrize("config", ["mnist-eps1", "mnist-eps1-large"])
-def test_dpgan_step_is_exactly_one_dp_sgd_step_and_the_fake_half(mnist_dir, config):
-    m = _dpgan(mnist_dir, config)
+@pytest.mark.parametrize("config,physical", [("mnist-eps1", None), ("mnist-eps1-large", None),
+                                             ("mnist-eps1-large", 5)])
+def test_dpgan_step_is_exactly_one_dp_sgd_step_and_the_fake_half(mnist_dir, config, physical):
+    """Also with the pairs in physical batches of 5 (``physical_batch``): the same step."""
+    m = _dpgan(mnist_dir, config, physical_batch=physical)
     assert m.cfg.clip_fake is config.endswith("-large")
     assert (m.d_opt.noise_multiplier, m.d_opt.max_grad_norm, m.d_opt.expected_batch_size,
             m.d_opt.loss_reduction) == (m.sigma, m.cfg.max_grad_norm, m.cfg.batch_size, "mean")
@@ -482,6 +484,7 @@ def test_dpgan_step_is_exactly_one_dp_sgd_step_and_the_fake_half(mnist_dir, conf
         want, _, k = _dpgan_replay(m)
         m.step()
         assert k > 0 and m.history[-1]["real_batch"] == k
+        assert physical is None or k > 2 * physical  # (the premise: several physical batches)
         # tight: a layer's norm left out of the clip (even a GroupNorm's) moves the step by
         # more than 4e-6 here; the ghost path agrees with the replay to ~1e-7, the
         # per-example one (clip_fake) to ~1e-10, where fakes normalised with their own batch's
@@ -492,6 +495,7 @@ def test_dpgan_step_is_exactly_one_dp_sgd_step_and_the_fake_half(mnist_dir, conf
         if m.ghost:
             torch.testing.assert_close(seen[step], m.replayed_norms, atol=0, rtol=1e-5)
         assert all(getattr(p, "grad_sample", None) is None for p in m.D.parameters())
+        assert all(getattr(p, "summed_grad", None) is None for p in m.D.parameters())
 
 
 @pytest.mark.parametrize("config", ["mnist-eps1", "mnist-eps1-large"])
@@ -535,5 +539,9 @@ def test_dpgan_resume_refuses_a_checkpoint_taken_with_other_noise(mnist_dir):
         other.load_state_dict(st)
     with pytest.raises(ValueError, match="clip_fake"):
         load_config("mnist-eps1", "smoke", method="dpgan", clip_fake="yes")
+    with pytest.raises(ValueError, match="clip_fake only"):  # ghost clipping has no batches
+        load_config("mnist-eps1", "smoke", method="dpgan", physical_batch=16)
+    with pytest.raises(ValueError, match="physical_batch"):
+        load_config("mnist-eps1-large", "smoke", method="dpgan", physical_batch=0)
     with pytest.raises(ValueError, match="not below 1/n"):
         _dpgan(mnist_dir, delta=1e-2)  # 320 smoke images

@@ -44,7 +44,9 @@ How the clipped sum is computed (the same sum, up to the order of float addition
 * ``clip_fake`` on: per-example gradients (``GradSampleModule``, ``DPOptimizer``). Ghost
   clipping cannot pair two passes: Opacus keeps one norm per layer and pass (the last pass's
   replaces the first's), while the pair's norm needs |g_real + g_fake|, which Opacus's
-  per-sample gradients do sum.
+  per-sample gradients do sum. At an expected batch of 4096 they take ~9 GB per pass, so
+  ``physical_batch`` splits the pairs into physical batches whose clipped gradients Opacus
+  sums before the one noise draw (as DPImageBench's ``max_physical_batch_size`` does).
 
 Both are tested against a replay that clips example by example (``tests/test_methods.py``).
 
@@ -105,6 +107,9 @@ class DPGANConfig:
     z_dim: int = 100
     groups: int = 2  # GroupNorm groups (replacing BatchNorm)
     clip_fake: bool = False  # True: fake i is clipped with real i (DPImageBench; module doc)
+    # clip_fake only: the pairs go through the per-example gradients in physical batches of
+    # at most this many (Opacus's virtual steps; None: the whole Poisson batch at once)
+    physical_batch: int | None = None
     train_limit: int | None = None
     n_samples: int = 100_000
     eval_epochs: int = 600
@@ -131,6 +136,11 @@ class DPGANConfig:
             raise ValueError(f"clip_fake must be true or false, got {self.clip_fake!r}")
         if self.train_limit is not None:
             positive_int("train_limit", self.train_limit)
+        if self.physical_batch is not None:
+            positive_int("physical_batch", self.physical_batch)
+            if not self.clip_fake:
+                raise ValueError("physical_batch applies to clip_fake only: ghost clipping "
+                                 "(clip_fake false) keeps no per-example gradients")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -142,6 +152,8 @@ class DPGANConfig:
 
 #: the ledger that calibrates sigma and stops a run (``privacy.subsampled.LEDGERS``)
 LEDGER = "rdp"
+#: most generator rows per sampling call (~1.7 GB of activations without gradients, measured)
+SAMPLE_ROWS = 4096
 
 
 def calibrate_sigma(epsilon: float, q: float, steps: int, delta: float,
@@ -334,6 +346,40 @@ class DPGAN:
         finally:
             self.D.enable_hooks()
 
+    def _paired_backward(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``clip_fake``: per-example gradients of real example i's loss plus fake i's, for
+        the Poisson batch ``idx``, left for ``pre_step`` to clip, sum and noise. The k fakes
+        are drawn at once after a reference batch of B (module doc: why). With
+        ``physical_batch`` P the pairs go through the discriminator P at a time: each
+        physical batch but the last is clipped and summed into Opacus's ``summed_grad`` by a
+        skipped ``pre_step`` (``signal_skip_step``, as Opacus's ``BatchMemoryManager`` does)
+        and its per-example gradients dropped; the last one's are left for the step's
+        ``pre_step``, which adds them, the noise once, and divides by B. The discriminator has
+        no batch statistics (GroupNorm), so each pair's gradient, and hence the clipped sum, is
+        the same up to the order of float additions; the memory of the per-example gradients
+        (two [P x 555,655] tensors while Opacus sums a pair's two passes) shrinks from k to P
+        rows. Returns the real logits and the mean fake loss (diagnostics)."""
+        k = len(idx)
+        fake, fy = self._fake(k, reference=self.cfg.batch_size)
+        p = self.cfg.physical_batch or k
+        reals, fakes = [], []
+        for s in range(0, k, p):
+            j = idx[s: s + p]
+            real = self.D(self.x[j], self._onehot(self.y[j]))
+            fake_per = self._d_loss(self.D(fake[s: s + p], fy[s: s + p]), False)
+            # mean loss: Opacus rescales per-example gradients to the examples' own losses
+            # and divides the noisy sum by the expected batch size (loss_reduction "mean")
+            with warnings.catch_warnings():  # Opacus's hooks announce themselves on inputs
+                warnings.filterwarnings("ignore", message="Full backward hook is firing")
+                (self._d_loss(real, True) + fake_per).mean().backward()  # (no grad: benign)
+            if s + p < k:  # a virtual step: clip and accumulate, no noise, no update
+                self.d_opt.signal_skip_step(do_skip=True)
+                self.d_opt.pre_step()
+                self.d_opt.zero_grad(set_to_none=True)  # keeps summed_grad, drops the rest
+            reals.append(real.detach())
+            fakes.append(fake_per.detach())
+        return torch.cat(reals), torch.cat(fakes).mean()
+
     def step(self) -> dict[str, Any]:
         t0 = time.perf_counter()
         cfg, b = self.cfg, self.cfg.batch_size
@@ -342,21 +388,13 @@ class DPGAN:
         self.d_opt.zero_grad(set_to_none=True)
         fake_loss = torch.zeros(())
         if len(idx):
-            real = self.D(self.x[idx], self._onehot(self.y[idx]))
-            per = self._d_loss(real, True)  # per-example losses
             if cfg.clip_fake:  # one fake per real example, in the same per-example gradients
-                fake, fy = self._fake(len(idx), reference=b)
-                fake_per = self._d_loss(self.D(fake, fy), False)
-                fake_loss = fake_per.mean()
-                per = per + fake_per
-            # mean loss: Opacus rescales per-example gradients to the examples' own losses
-            # and divides the noisy sum by the expected batch size (loss_reduction "mean")
-            with warnings.catch_warnings():  # Opacus's hooks announce themselves on inputs
-                warnings.filterwarnings("ignore", message="Full backward hook is firing")
-                if self.ghost:  # that need no gradient: benign
-                    self._ghost_clipped_backward(per)
-                else:
-                    per.mean().backward()
+                real, fake_loss = self._paired_backward(idx)
+            else:
+                real = self.D(self.x[idx], self._onehot(self.y[idx]))
+                with warnings.catch_warnings():  # Opacus's hooks announce themselves on
+                    warnings.filterwarnings("ignore", message="Full backward hook is firing")
+                    self._ghost_clipped_backward(self._d_loss(real, True))  # inputs: benign
             if self.ghost:  # the fast-clipping optimizer only noises: .grad must be clipped
                 norms = self.D.per_sample_gradient_norms
                 if norms is None or len(norms) != len(idx):
@@ -405,9 +443,14 @@ class DPGAN:
         return row
 
     def sample(self, n: int, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """In batches of B (BatchNorm as in training), at most :data:`SAMPLE_ROWS` rows per
+        generator call: 64 batches of 64 in the small-batch setting, one batch of 4096 in the
+        large-batch one, where 64 batches per call would hold ~40 GB of activations."""
         from ..datalens import sample_generator
 
-        return sample_generator(self.G, n, self.cfg.batch_size, generator, self.device)
+        b = self.cfg.batch_size
+        return sample_generator(self.G, n, b, generator, self.device,
+                                groups_per_call=max(1, SAMPLE_ROWS // b))
 
     def state_dict(self) -> dict[str, Any]:
         return {"config": self.cfg.to_dict(), "seed": self.seed, "d_steps": self.d_steps,
