@@ -461,9 +461,10 @@ def _adam_grads(m):
 
 
 @pytest.mark.parametrize("config,physical", [("mnist-eps1", None), ("mnist-eps1-large", None),
-                                             ("mnist-eps1-large", 5)])
+                                             ("mnist-eps1-large", 5), ("mnist-eps1-large", 7)])
 def test_dpgan_step_is_exactly_one_dp_sgd_step_and_the_fake_half(mnist_dir, config, physical):
-    """Also with the pairs in physical batches of 5 (``physical_batch``): the same step."""
+    """Also with the pairs in physical batches (``physical_batch``): the same step; 7 divides
+    the first step's Poisson batch (77), 5 neither."""
     m = _dpgan(mnist_dir, config, physical_batch=physical)
     assert m.cfg.clip_fake is config.endswith("-large")
     assert (m.d_opt.noise_multiplier, m.d_opt.max_grad_norm, m.d_opt.expected_batch_size,
@@ -496,6 +497,37 @@ def test_dpgan_step_is_exactly_one_dp_sgd_step_and_the_fake_half(mnist_dir, conf
             torch.testing.assert_close(seen[step], m.replayed_norms, atol=0, rtol=1e-5)
         assert all(getattr(p, "grad_sample", None) is None for p in m.D.parameters())
         assert all(getattr(p, "summed_grad", None) is None for p in m.D.parameters())
+        assert not m.d_opt._step_skip_queue and not m.d_opt._is_last_step_skipped
+
+
+@pytest.mark.parametrize("where", ["forward", "clip"])
+def test_dpgan_a_step_that_raised_half_way_leaves_nothing_to_the_next(mnist_dir, monkeypatch,
+                                                                      where):
+    """A physical batch that raises after a virtual step (e.g. out of memory) leaves a clipped
+    sum behind (``forward``: in the third batch's forward), or a skip signal not yet consumed
+    (``clip``: inside the second virtual step's clipping); the next step must still be exactly
+    one DP-SGD step (the replay)."""
+    m = _dpgan(mnist_dir, "mnist-eps1-large", physical_batch=5)
+    got = _adam_grads(m)
+    obj, name = (m.D, "forward") if where == "forward" else (m.d_opt, "clip_and_accumulate")
+    real, calls = getattr(obj, name), []
+
+    def failing(*a, **k):
+        calls.append(1)
+        if len(calls) == (5 if where == "forward" else 2):
+            raise MemoryError("simulated")
+        return real(*a, **k)
+
+    monkeypatch.setattr(obj, name, failing)
+    with pytest.raises(MemoryError):
+        m.step()
+    assert any(getattr(p, "summed_grad", None) is not None for p in m.D.parameters())
+    assert (where == "clip") == bool(m.d_opt._step_skip_queue)
+    monkeypatch.setattr(obj, name, real)
+    want, _, _ = _dpgan_replay(m)
+    m.step()
+    for a, e in zip(got[-1], want, strict=True):
+        torch.testing.assert_close(a, e, atol=1e-8, rtol=1e-6)
 
 
 @pytest.mark.parametrize("config", ["mnist-eps1", "mnist-eps1-large"])

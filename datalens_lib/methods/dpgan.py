@@ -385,6 +385,11 @@ class DPGAN:
         cfg, b = self.cfg, self.cfg.batch_size
         mask = torch.rand(self.n, generator=self.gen) < self.q  # Poisson sampling
         idx = mask.nonzero().squeeze(1).to(self.device)
+        # nothing of a step that raised half-way (after a virtual step of _paired_backward)
+        # reaches this one: a left-over skip signal would skip this step's noise, a left-over
+        # "skipped" flag would keep the old clipped sum through zero_grad (Opacus internals)
+        self.d_opt._step_skip_queue.clear()
+        self.d_opt._is_last_step_skipped = False
         self.d_opt.zero_grad(set_to_none=True)
         fake_loss = torch.zeros(())
         if len(idx):
@@ -400,7 +405,8 @@ class DPGAN:
                 if norms is None or len(norms) != len(idx):
                     raise RuntimeError("ghost clipping: no per-example norms for this batch")
                 self.D.per_sample_gradient_norms = None  # never reused by a later step
-            self.d_opt.pre_step()  # (clip per example,) sum, add N(0, sigma^2 C^2), / B
+            if not self.d_opt.pre_step():  # (clip per example,) sum, add N(0, s^2 C^2), / B
+                raise RuntimeError("DP-SGD: the optimizer skipped the noise of a step")
         else:  # an empty Poisson batch still releases the noise
             for p in self.D.parameters():
                 p.grad = torch.normal(0.0, self.sigma * cfg.max_grad_norm, p.shape,
