@@ -37,6 +37,7 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 SETTINGS = [("gmdp", 1.0, 128), ("normtopk", 0.7, 128), ("gmdp", 1.0, 512),
             ("normtopk", 0.7, 512)]
@@ -78,8 +79,8 @@ def _dpgan_worker(method: str, config: str, steps: int, threads: int, seed: int)
     warnings.filterwarnings("ignore", message="Full backward hook is firing")
     if method == "dcgan":  # its harness step is an epoch: one epoch of `steps` batches
         cfg = load_config(config, "paper", method=method)
-        cfg = load_config(config, "paper", method=method, train_limit=steps * cfg.batch_size)
-        m = method_class(method)(cfg, seed=seed, device="cpu", profile="paper")
+        m = method_class(method)(replace(cfg, train_limit=steps * cfg.batch_size), seed=seed,
+                                 device="cpu", profile="paper")
         t0 = time.perf_counter()  # (first-call allocations included: one batch of `steps`)
         m.step()
         print(json.dumps({"seconds": time.perf_counter() - t0}))

@@ -116,6 +116,7 @@ def comparison(root: Path | None = None, paper_root: Path | None = None
         fam = run_family(rec["profile"], rec["config"].get("moment_dtype"))
         eps = rec.get("target_epsilon")
         large = config.endswith("-large")  # DP-GAN in DPImageBench's setting: not the paper's
+        ledger = rec.get("conversion", "paper")  # the one that stopped the run
         r = {"method": names[method] + (" (large batch)" if large else ""), "config": config,
              "folder": folder,
              "dataset": rec["config"]["dataset"],
@@ -123,8 +124,7 @@ def comparison(root: Path | None = None, paper_root: Path | None = None
              "family": fam, "eval_epochs": ev["epochs"] if ev else None,
              "ours_paper_protocol": ev["paper"] if ev else None,
              "ours_clean_protocol": ev["clean"] if ev else None, "steps": rec["steps"],
-             "ledger": rec.get("conversion", "paper"),
-             "epsilon_spent": (rec.get("epsilon") or {}).get(rec.get("conversion", "paper"))}
+             "ledger": ledger, "epsilon_spent": (rec.get("epsilon") or {}).get(ledger)}
         r["paper_method"] = names[method]
         r["compared"] = ev is not None and compared_with_paper(r["profile"], fam,
                                                                r["eval_epochs"], large)

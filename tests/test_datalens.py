@@ -277,3 +277,28 @@ def test_query_batch_is_each_teachers_batch_over_the_records_trained_on():
     assert query_batch(cfg.with_overrides(train_limit=10**6), 60_000) == 15
     assert query_batch(cfg.with_overrides(train_limit=40_000), 60_000) == 10
     assert query_batch(cfg.with_overrides(teachers=1000), 60_000) == 30
+
+
+def test_sampling_calls_hold_at_most_sample_rows_and_whole_batches():
+    """``sample_generator`` groups batches into one generator call up to ``SAMPLE_ROWS`` rows
+    (DP-GAN's large batch of 4096 would otherwise put ~40 GB of activations in one call), never
+    splitting a batch: 64 batches of 15 per call, one batch per call above the cap."""
+    from datalens_lib.datalens import SAMPLE_ROWS, sample_generator
+
+    class Stub:
+        z_dim, y_dim = 4, 10
+
+        def __init__(self):
+            self.calls = []
+
+        def __call__(self, z, y, groups=1):
+            self.calls.append((len(z), groups))
+            return torch.zeros(len(z), 1, 28, 28)
+
+    g = Stub()
+    x, y = sample_generator(g, 2000, 15, torch.Generator().manual_seed(0))
+    assert g.calls[0] == (960, 64) and len(x) == len(y) == 2000
+    big = SAMPLE_ROWS // 2 + 1  # two such batches exceed the cap
+    g = Stub()
+    sample_generator(g, 3 * big, big, torch.Generator().manual_seed(0))
+    assert g.calls == [(big, 1)] * 3

@@ -152,8 +152,6 @@ class DPGANConfig:
 
 #: the ledger that calibrates sigma and stops a run (``privacy.subsampled.LEDGERS``)
 LEDGER = "rdp"
-#: most generator rows per sampling call (~1.7 GB of activations without gradients, measured)
-SAMPLE_ROWS = 4096
 
 
 def calibrate_sigma(epsilon: float, q: float, steps: int, delta: float,
@@ -449,14 +447,9 @@ class DPGAN:
         return row
 
     def sample(self, n: int, generator: torch.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """In batches of B (BatchNorm as in training), at most :data:`SAMPLE_ROWS` rows per
-        generator call: 64 batches of 64 in the small-batch setting, one batch of 4096 in the
-        large-batch one, where 64 batches per call would hold ~40 GB of activations."""
         from ..datalens import sample_generator
 
-        b = self.cfg.batch_size
-        return sample_generator(self.G, n, b, generator, self.device,
-                                groups_per_call=max(1, SAMPLE_ROWS // b))
+        return sample_generator(self.G, n, self.cfg.batch_size, generator, self.device)
 
     def state_dict(self) -> dict[str, Any]:
         return {"config": self.cfg.to_dict(), "seed": self.seed, "d_steps": self.d_steps,
