@@ -17,12 +17,18 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $@
 
-test: venv
-	$(BIN)/python -m pytest -q
+# the suite in TEST_WORKERS processes of one thread each (pytest-xdist; `-n 0` runs it in this
+# process): the tests that execute the book's notebooks in this checkout form one group, run in
+# order by one worker from the start (tests/conftest.py), the rest are shared out
+TEST_WORKERS ?= 2
+PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
-# the fast set only (slow-marked tests deselected); `make test` runs everything, fast first
+test: venv
+	$(PYTEST)
+
+# the fast set only (slow-marked tests deselected); `make test` runs everything
 test-fast: venv
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 # mutation testing of the privacy-critical modules (tests/README.md); about 1-2 h on 2 cores,
 # resumable (mutmut keeps its results in mutants/); not part of CI

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import jupytext
 import pytest
+from conftest import NOTEBOOK_GROUP
 
 from datalens_lib import runner
 from datalens_lib.provenance import REPO_ROOT
@@ -93,6 +94,7 @@ def _papermill(cwd: Path, out: Path, env: dict) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group(NOTEBOOK_GROUP)
 def test_plain_papermill_runs_a_notebook_from_the_root_and_from_elsewhere(tmp_path):
     """`papermill notebooks/t1_main_utility.ipynb out.ipynb -p profile smoke` as the README
     says, from the repository root and from an unrelated directory (where the relative path
@@ -125,6 +127,7 @@ def _get(url: str, token: str, method: str = "GET", body: dict | None = None):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group(NOTEBOOK_GROUP)
 def test_jupyterlab_serves_opens_and_runs_the_notebooks(tmp_path):
     """`jupyter lab notebooks/` from the README: the server starts on loopback, lists the
     notebooks, opens an ``.ipynb`` and (through jupytext's contents manager) a paired script

@@ -7,6 +7,7 @@ import os
 import stat
 
 import pytest
+from conftest import NOTEBOOK_GROUP
 
 from datalens_lib import runner, scaleout
 from datalens_lib.cli import main
@@ -136,6 +137,7 @@ def test_slurm_executor_asks_for_the_resources(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group(NOTEBOOK_GROUP)
 def test_run_all_on_the_local_executor_builds_every_book_notebook():
     """`datalens run-all --executor local` (the command, in its own process): every notebook
     of the book as its own job (two at a time), the status page last; the book's canonical
