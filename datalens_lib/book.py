@@ -173,9 +173,9 @@ GAP_RUN_VARIANTS = (
     ("label-free teacher split (partition = shuffled: standard replace-one DP)", "shuffled",
      ("mnist-eps1",)),
 )
-#: ... and as evaluation variants of one run's samples: label, record name, configs
+#: ... and as evaluation variants of one run's samples: label, record name, configs (other
+#: evaluation seeds of the same samples: :func:`eval_seed_spread`)
 GAP_EVAL_VARIANTS = (
-    ("second evaluation seed (same samples)", "eval-30ep-seed1.json", ("mnist-eps1",)),
     ("evaluation lr 1e-3 (G-PATE's MNIST evaluation)", "eval-30ep-lr0.001.json",
      ("mnist-eps1",)),
     ("official Fashion-MNIST evaluation: first 10k of the 100k rows",
@@ -289,6 +289,39 @@ def seed_spread(root: Path | None = None) -> pd.DataFrame:
                           if p.dataset == r.dataset and float(p.epsilon) == float(r.epsilon)),
                          None) for r in out.itertuples()]
     return out
+
+
+def eval_seed_spread(root: Path | None = None, method: str = "datalens") -> pd.DataFrame:
+    """Spread of the evaluation itself: committed runs whose samples were evaluated with more
+    than one classifier seed (``eval-<N>ep.json`` is seed 0, ``eval-<N>ep-seed<S>.json`` seed
+    S; the same samples, epochs and learning rate, nothing else changed). Per run and N: the
+    number of evaluation seeds, mean, standard deviation, min and max of the paper protocol
+    (the best epoch on the test set, a single number per evaluation in the paper) and the mean
+    and standard deviation of the clean protocol. How much of a gap one evaluation's noise can
+    explain (issue 12, item 1), apart from the training seed's (:func:`seed_spread`)."""
+    import re
+
+    pattern = re.compile(r"eval-(\d+)ep(?:-seed(\d+))?\.json")
+    rows = []
+    for run_json in sorted(((root or RESULTS_DIR) / method).glob("*/*/run.json")):
+        for f in sorted(run_json.parent.glob("eval-*.json")):
+            m = pattern.fullmatch(f.name)
+            if m is None:  # another variant (lr, limit, padding, snapshot)
+                continue
+            ev = json.loads(f.read_text())
+            rows.append({"config": run_json.parent.parent.name, "folder": run_json.parent.name,
+                         "epochs": int(m.group(1)), "eval_seed": int(m.group(2) or 0),
+                         "paper": ev["paper"], "clean": ev.get("clean")})
+    cols = ["config", "folder", "epochs", "eval_seeds", "mean", "sd", "min", "max",
+            "clean_mean", "clean_sd"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(rows)
+    out = df.groupby(["config", "folder", "epochs"]).agg(
+        eval_seeds=("eval_seed", "nunique"), mean=("paper", "mean"), sd=("paper", "std"),
+        min=("paper", "min"), max=("paper", "max"), clean_mean=("clean", "mean"),
+        clean_sd=("clean", "std")).reset_index()
+    return out[out["eval_seeds"] > 1][cols].reset_index(drop=True)
 
 
 #: the paper's method names (``data/paper/tab_image.csv``) -> our registry keys

@@ -72,6 +72,11 @@ JOBS=(
   "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-sound 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-sound"
   "datalens fashion-mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
   "dpgan mnist-eps10 cpu 30" "dpgan fashion-mnist-eps10 cpu 30"
+  # issue 12, item 1: the evaluation's own spread (book.eval_seed_spread), three more
+  # classifier seeds on the same 100k samples while they are on this machine (~13 min each)
+  "eval mnist-eps1/paper-cpu-seed1 eval-30ep-seed1.json 30 --seed 1"
+  "eval mnist-eps1/paper-cpu-seed1 eval-30ep-seed2.json 30 --seed 2"
+  "eval mnist-eps1/paper-cpu-seed1 eval-30ep-seed3.json 30 --seed 3"
   # issue 10's other missing cells (2026-11-28: ahead of issue 12's, which has far more of
   # them): DC-GAN with carpedm20's discriminator widths (df_dim 64, dfc_dim 1024; the committed
   # MNIST run, now cpu-datalens-d, had DataLens's 32 and 256), ~1.2 h each; G-PATE at eps = 10

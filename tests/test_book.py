@@ -471,8 +471,8 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     assert lr["effect_clean"] == pytest.approx(0.55 - 0.50)  # the baseline's clean is 0.50
     queued = g[g.status.str.startswith("queued")]
     assert {"init-slots" in str(v) for v in queued.variant} == {False}  # nothing committed
-    # init-slots, text, shuffled split, seed-1 eval, first 10k, 10k padded with zero rows
-    assert len(queued) == 6
+    # init-slots, text, shuffled split, first 10k, 10k padded with zero rows
+    assert len(queued) == 5
     padded = tmp_path / "datalens" / "fashion-mnist-eps1" / "paper-cpu-fast"
     padded.mkdir(parents=True)
     (padded / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": 0.59}))
@@ -490,6 +490,19 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     assert sp["paper"] == 0.7123
     cpu = spread.loc[("mnist-eps1", "cpu")]  # paper-cpu-fast and paper-cpu-seed1, not variants
     assert cpu["seeds"] == 2 and cpu["mean"] == pytest.approx(0.62)
+    # the evaluation's own spread: other classifier seeds on the same samples, the lr variant
+    # and a run evaluated once left out
+    assert book.eval_seed_spread(tmp_path).empty
+    for s, acc in ((1, 0.64), (2, 0.56)):
+        (base / f"eval-30ep-seed{s}.json").write_text(json.dumps(
+            {"epochs": 30, "paper": acc, "clean": acc - 0.02}))
+    ev = book.eval_seed_spread(tmp_path)
+    assert ev[["config", "folder", "epochs"]].values.tolist() == [
+        ["mnist-eps1", "paper-cpu-fast", 30]]
+    e = ev.iloc[0]
+    assert e["eval_seeds"] == 3 and e["mean"] == pytest.approx(0.60)  # 0.60, 0.64, 0.56
+    assert e["sd"] == pytest.approx(0.04) and (e["min"], e["max"]) == (0.56, 0.64)
+    assert e["clean_mean"] == pytest.approx((0.50 + 0.62 + 0.54) / 3)
 
 
 def test_committed_match_finds_the_setting_and_the_cpu_family_only_when_asked(tmp_path):
