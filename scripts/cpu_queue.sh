@@ -81,7 +81,9 @@ JOBS=(
   # them): DC-GAN with carpedm20's discriminator widths (df_dim 64, dfc_dim 1024; the committed
   # MNIST run, now cpu-datalens-d, had DataLens's 32 and 256), ~1.2 h each; G-PATE at eps = 10
   # (cpu profile: class-table fakes, 50 steps, 2000 teachers); DP-GAN's large-batch setting
-  # (DPImageBench's; its cpu profile: 15 of 150 epochs; ~9 GB of per-example gradients: alone)
+  # (DPImageBench's; its cpu profile: 15 of 150 epochs, 220 discriminator steps; alone: with
+  # physical batches of 1024 a step peaked at 5.4 GB and took 36-41 s at one thread beside
+  # the two DP-GAN lanes, 2026-11-29, so ~1-1.5 h per cell alone with both threads)
   "dcgan mnist-epsinf cpu 30"
   "dcgan fashion-mnist-epsinf cpu 30"
   "gpate mnist-eps10 cpu 30" "gpate fashion-mnist-eps10 cpu 30"
@@ -501,7 +503,7 @@ run_job() {
 lane_job() {  # JOB: whether it runs in a lane of one thread when next to another such job:
   # DP-SGD jobs, DP-GAN's small-batch cells (two 1-thread DP-GAN trainings took 1.14-1.34x
   # the steps per second of one 2-thread training here: bench_cpu_lanes.py --dpgan; a
-  # large-batch cell holds ~9 GB of per-example gradients and runs alone) and DC-GAN's cells
+  # large-batch cell, 64 times the examples per step, runs alone) and DC-GAN's cells
   # (1.25x and 1.41x: bench_cpu_lanes.py --dcgan, 2026-11-28)
   [[ $1 == dpsgd* || $1 == "dcgan "* ]] || [[ $1 == "dpgan "* && ${1#dpgan } != *-large\ * ]]
 }
