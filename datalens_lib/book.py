@@ -391,12 +391,25 @@ def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] 
     return with_difference(pd.DataFrame(rows))
 
 
-def paper_command(method: str, config: str) -> str:
-    """The commands that train and evaluate one ``tab:image`` cell at the paper profile
-    (resumable: rerun the same line after a kill)."""
-    out = f"runs/{method}/{config}/paper"
-    return (f"datalens train --method {method} --config {config} --profile paper --out {out} "
-            f"--resume && datalens evaluate {out} --epochs 30")
+#: the budgets below eps = 1 of ``tab:lowdp``, kept as generator snapshots of one eps = 1 run
+LOWDP_BUDGETS = (0.2, 0.4, 0.6, 0.8)
+
+
+def paper_command(method: str, config: str, sets: dict[str, Any] | None = None, *,
+                  snapshot: float | None = None) -> str:
+    """The commands that train and evaluate one cell at the paper profile (resumable: rerun
+    the same line after a kill); ``sets``: config overrides (``--set KEY=VALUE``, e.g. another
+    budget), which also name the output folder; ``snapshot``: the cell is the generator
+    snapshot at that budget of the run (:data:`LOWDP_BUDGETS` kept), evaluated as such."""
+    sets = sets or {}
+    out = f"runs/{method}/{config}/paper" + "".join(f"-{k}{v:g}" if isinstance(v, float)
+                                                    else f"-{k}{v}" for k, v in sets.items())
+    opts = "".join(f" --set {k}={v}" for k, v in sets.items())
+    if snapshot is not None:
+        opts += " --snapshot-budgets " + " ".join(f"{b:g}" for b in LOWDP_BUDGETS)
+    snap = "" if snapshot is None else f" --snapshot {snapshot:g}"
+    return (f"datalens train --method {method} --config {config} --profile paper{opts} "
+            f"--out {out} --resume && datalens evaluate {out}{snap} --epochs 30")
 
 
 def measured_cost(method: str, config: str, root: Path | None = None) -> str:
@@ -570,7 +583,10 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
 
     paper = paper_table("tab_lowdp.csv")
     snaps = snapshot_table(root)
-    full = []  # the budget-1 column: the eps = 1 runs themselves, each its own latest evaluation
+    # whole runs: the eps = 1 runs themselves (the budget-1 column), and runs of an eps = 1
+    # config trained with a smaller budget and nothing else changed (DP-GAN's cells below
+    # eps = 1: its noise is calibrated to the budget), each with its own latest evaluation
+    full = []
     names = {v: k for k, v in PAPER_METHODS.items()}
     for method in sorted(set(PAPER_METHODS.values())):
         for s in committed_runs(root, method=method):
@@ -578,10 +594,13 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
                 continue  # another run of a seed already counted (SEED_FOLDERS)
             if s["config"].endswith("-eps1") and s.get("acc_paper") is not None:
                 md = s.get("moment_dtype")
-                full.append({"method": names[method], "dataset": s["dataset"], "epsilon": 1.0,
+                eps = float(s["epsilon"])
+                over = {"moment_dtype": md} if md else {}
+                if eps != 1.0:
+                    over["epsilon"] = eps
+                full.append({"method": names[method], "dataset": s["dataset"], "epsilon": eps,
                              "profile": s["profile"], "family": s["family"],
-                             "variant": not run_matches(s, method, {"moment_dtype": md}
-                                                        if md else {}),
+                             "variant": not run_matches(s, method, over),
                              "ours": s["acc_paper"], "ours_clean": s["acc_clean"],
                              "eval_epochs": s["eval_epochs"]})
     snaps = pd.concat([snaps, pd.DataFrame(full)], ignore_index=True) if full else snaps
@@ -605,12 +624,24 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
             continue
         why = ("not implemented yet" if key not in METHODS else
                "no committed ε = 1 run yet" if eps == 1.0 else
-               "DP-GAN calibrates its noise to the budget: one run per budget (not queued)"
+               "DP-GAN calibrates its noise to the budget: one run per budget (queued last "
+               "in scripts/cpu_queue.sh, cpu profile)"
                if key == "dpgan" else "no committed ε = 1 run with evaluated snapshots yet")
+        todo = {}
+        if key in METHODS and not (need := data_status(r.dataset)):
+            # what the missing cell would cost (a committed run of the eps = 1 config: the
+            # same number of steps) and the command that runs it at the paper profile
+            config = method_config(r.dataset, 1.0)
+            below = eps != 1.0
+            todo = {"measured_cost": measured_cost(key, config, root),
+                    "paper_command": paper_command(
+                        key, config, {"epsilon": eps} if below and key == "dpgan" else None,
+                        snapshot=eps if below and key != "dpgan" else None)}
         if need := data_status(r.dataset):
             why = need
         rows.append({**base, "profile": "-", "family": "-", "seeds": 0, "ours": None,
-                     "ours_sd": None, "ours_clean": None, "eval_epochs": None, "status": why})
+                     "ours_sd": None, "ours_clean": None, "eval_epochs": None, "status": why,
+                     **todo})
     return with_difference(pd.DataFrame(rows))
 
 

@@ -202,6 +202,13 @@ JOBS=(
   # issue 10: the label-free teacher split (standard replace-one DP; data.partition): every
   # teacher its own label sequence, so G-PATE's cost per step (~4-5x a DataLens step here)
   "datalens mnist-eps1 paper-cpu-shuffled 30 moment_dtype=bfloat16 chunk=12 partition=shuffled"
+  # issue 10, tab:lowdp (T2): DP-GAN calibrates its noise to the budget, so each budget below
+  # eps = 1 is a run of its own (the small-batch cpu setting with the budget set; pairs of
+  # one-thread lanes, ~2.5 h a pair); T2 shows their cost and command until they land
+  "dpgan mnist-eps1 cpu-eps0.2 30 epsilon=0.2" "dpgan fashion-mnist-eps1 cpu-eps0.2 30 epsilon=0.2"
+  "dpgan mnist-eps1 cpu-eps0.4 30 epsilon=0.4" "dpgan fashion-mnist-eps1 cpu-eps0.4 30 epsilon=0.4"
+  "dpgan mnist-eps1 cpu-eps0.6 30 epsilon=0.6" "dpgan fashion-mnist-eps1 cpu-eps0.6 30 epsilon=0.6"
+  "dpgan mnist-eps1 cpu-eps0.8 30 epsilon=0.8" "dpgan fashion-mnist-eps1 cpu-eps0.8 30 epsilon=0.8"
 )
 if [[ -n ${CPU_QUEUE_JOBS:-} ]]; then mapfile -t JOBS <<<"$CPU_QUEUE_JOBS"; fi
 
@@ -445,7 +452,7 @@ run_job() {
   local out=runs/queue/$method/$cfg/$folder dest=data/results/$method/$cfg/$folder
   [[ $method == datalens ]] && out=runs/queue/$cfg/$folder  # where earlier runs trained
   local profile=paper
-  [[ $folder == cpu ]] && profile=cpu
+  [[ $folder == cpu || $folder == cpu-* ]] && profile=cpu  # cpu-<variant>: the cpu profile's
   local sets=() budgets=()
   for kv in $overrides; do
     if [[ $kv == +snap ]]; then budgets=(0.2 0.4 0.6 0.8)

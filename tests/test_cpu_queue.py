@@ -279,7 +279,7 @@ def test_a_failed_snapshot_evaluation_fails_the_job(queue_dir: Path):
 def test_small_batch_dpgan_cells_share_lanes_and_a_large_batch_one_runs_alone(
         queue_dir: Path):
     jobs = ["dpgan mnist-eps1 cpu 1", "dpgan fashion-mnist-eps1 cpu 1",
-            "dpgan mnist-eps1-large cpu 1"]
+            "dpgan mnist-eps1-large cpu 1", "dpgan mnist-eps1 cpu-eps0.2 1 epsilon=0.2"]
     env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
            "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "\n".join(jobs),
            "CPU_QUEUE_DPSGD_LANES": "2"}
@@ -288,8 +288,15 @@ def test_small_batch_dpgan_cells_share_lanes_and_a_large_batch_one_runs_alone(
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
     spans: dict[str, dict] = {}
+    budget = [rest for kind, _, _, rest in _log(queue_dir)
+              if kind == "start" and "cpu-eps0.2" in rest and rest.startswith("train")]
+    # a cpu-<variant> folder trains at the cpu profile with its overrides (tab:lowdp's DP-GAN
+    # budgets)
+    assert len(budget) == 1 and "--profile cpu" in budget[0], budget
+    assert "--set epsilon=0.2" in budget[0]
+    assert "--out runs/queue/dpgan/mnist-eps1/cpu-eps0.2" in budget[0]
     for kind, t, threads, rest in _log(queue_dir):
-        if rest.startswith("train"):
+        if rest.startswith("train") and "cpu-eps0.2" not in rest:
             cfg = rest.split("--config ")[1].split()[0]
             spans.setdefault(cfg, {})[kind] = t
             spans[cfg]["threads"] = threads

@@ -210,6 +210,38 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
     assert "no committed ε = 1 run yet" in t[(t.method == "DP-GAN") & (t.epsilon == 1.0)
                                             ].iloc[0].status
     assert len(t[t.method != "DataLens"]) == 40 and t.ours.notna().sum() == 3
+    # a missing cell says what it would cost and how to run it: DP-GAN one run per budget,
+    # the snapshot methods the eps = 1 run's snapshot
+    assert "--set epsilon=0.2 --out runs/dpgan/mnist-eps1/paper-epsilon0.2" in other.paper_command
+    assert other.measured_cost.startswith("not measured yet")
+    gp = t[(t.method == "G-PATE") & (t.dataset == "mnist") & (t.epsilon == 0.4)].iloc[0]
+    assert "--snapshot-budgets 0.2 0.4 0.6 0.8" in gp.paper_command
+    assert gp.paper_command.endswith("datalens evaluate runs/gpate/mnist-eps1/paper "
+                                     "--snapshot 0.4 --epochs 30")
+    assert pd.isna(t[t.method == "PATE-GAN"].iloc[0].paper_command)
+
+    # a DP-GAN run of the eps = 1 config trained with budget 0.2 (its noise calibrated to it,
+    # nothing else changed) is the eps = 0.2 cell, not an eps = 1 one; with another setting
+    # changed too it is a variant and left out
+    def dpgan_run(folder, acc, **over):
+        d = tmp_path / "dpgan" / "mnist-eps1" / folder
+        d.mkdir(parents=True)
+        cfg = load_config("mnist-eps1", "cpu", method="dpgan", **over).to_dict()
+        rec = {"config": cfg, "target_epsilon": cfg["epsilon"], "profile": "cpu", "seed": 0,
+               "steps": 100, "epsilon": {"rdp": 0.2}, "device": "cpu",
+               "hardware": {"cpu": "x", "cores": 2}, "history": [], "git_sha": "x",
+               "timings": {"train_seconds": 3600.0, "seconds_per_step": 1.0}}
+        (d / "run.json").write_text(json.dumps(rec))
+        (d / "eval-30ep.json").write_text(json.dumps({"paper": acc, "clean": acc,
+                                                      "epochs": 30}))
+
+    dpgan_run("cpu-eps0.2", 0.15, epsilon=0.2)
+    dpgan_run("cpu-eps0.4-lr", 0.99, epsilon=0.4, lr_d=0.1)
+    t = book.lowdp_methods_table(root=tmp_path)
+    dp = t[(t.method == "DP-GAN") & (t.dataset == "mnist")].set_index("epsilon")
+    assert dp.loc[0.2, "ours"] == 0.15 and dp.loc[0.2, "profile"] == "cpu"
+    assert pd.isna(dp.loc[0.4, "ours"]) and pd.isna(dp.loc[1.0, "ours"])
+    assert dp.loc[0.4, "measured_cost"].startswith("1.00 h training (100 steps)")
 
 
 def test_lowdp_eps1_column_counts_a_seed_once(tmp_path):
