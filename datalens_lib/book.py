@@ -309,15 +309,21 @@ def eval_seed_spread(root: Path | None = None, method: str = "datalens") -> pd.D
             if m is None:  # another variant (lr, limit, padding, snapshot)
                 continue
             ev = json.loads(f.read_text())
+            seed = int(m.group(2) or 0)
+            if ev.get("seed", seed) != seed:  # the name and the record disagree: not counted
+                continue
             rows.append({"config": run_json.parent.parent.name, "folder": run_json.parent.name,
-                         "epochs": int(m.group(1)), "eval_seed": int(m.group(2) or 0),
+                         "epochs": int(m.group(1)), "lr": ev.get("lr"),
+                         "n_train": ev.get("n_train"), "eval_seed": seed,
                          "paper": ev["paper"], "clean": ev.get("clean")})
-    cols = ["config", "folder", "epochs", "eval_seeds", "mean", "sd", "min", "max",
+    cols = ["config", "folder", "epochs", "lr", "eval_seeds", "mean", "sd", "min", "max",
             "clean_mean", "clean_sd"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
-    out = df.groupby(["config", "folder", "epochs"]).agg(
+    # the same samples under the same schedule only (records without lr or n_train, which
+    # predate those fields, form a group of their own)
+    out = df.groupby(["config", "folder", "epochs", "lr", "n_train"], dropna=False).agg(
         eval_seeds=("eval_seed", "nunique"), mean=("paper", "mean"), sd=("paper", "std"),
         min=("paper", "min"), max=("paper", "max"), clean_mean=("clean", "mean"),
         clean_sd=("clean", "std")).reset_index()
@@ -396,16 +402,18 @@ LOWDP_BUDGETS = (0.2, 0.4, 0.6, 0.8)
 
 
 def paper_command(method: str, config: str, sets: dict[str, Any] | None = None, *,
-                  snapshot: float | None = None) -> str:
+                  snapshots: bool = False, snapshot: float | None = None) -> str:
     """The commands that train and evaluate one cell at the paper profile (resumable: rerun
     the same line after a kill); ``sets``: config overrides (``--set KEY=VALUE``, e.g. another
-    budget), which also name the output folder; ``snapshot``: the cell is the generator
-    snapshot at that budget of the run (:data:`LOWDP_BUDGETS` kept), evaluated as such."""
+    budget), which also name the output folder; ``snapshots``: the run keeps its generator
+    at each of :data:`LOWDP_BUDGETS` (one such run fills a row of ``tab:lowdp``, and every
+    cell of the row names the same command, so whichever runs first takes the snapshots);
+    ``snapshot``: the cell is the snapshot at that budget, evaluated as such."""
     sets = sets or {}
     out = f"runs/{method}/{config}/paper" + "".join(f"-{k}{v:g}" if isinstance(v, float)
                                                     else f"-{k}{v}" for k, v in sets.items())
     opts = "".join(f" --set {k}={v}" for k, v in sets.items())
-    if snapshot is not None:
+    if snapshots or snapshot is not None:
         opts += " --snapshot-budgets " + " ".join(f"{b:g}" for b in LOWDP_BUDGETS)
     snap = "" if snapshot is None else f" --snapshot {snapshot:g}"
     return (f"datalens train --method {method} --config {config} --profile paper{opts} "
@@ -413,12 +421,20 @@ def paper_command(method: str, config: str, sets: dict[str, Any] | None = None, 
 
 
 def measured_cost(method: str, config: str, root: Path | None = None) -> str:
-    """What the committed runs of ``method`` at ``config`` took to train, largest profile
-    first (the paper profile's own cost where one ran, else a smaller profile's, labelled),
-    with the device: how to read the cost of the paper-scale cell we lack."""
+    """What the committed runs of ``method`` at ``config`` took to train, the config's own
+    setting before variants, then largest profile first (the paper profile's own cost where
+    one ran, else a smaller profile's, labelled), with the device: how to read the cost of the
+    paper-scale cell we lack."""
     every = committed_runs(root, method=method)
+
+    def matches(s: dict[str, Any]) -> bool:  # the config's own setting, not a variant
+        try:
+            return run_matches(s, method, {})
+        except (KeyError, TypeError, ValueError):  # a record too partial to compare
+            return False
+
     runs = sorted((s for s in every if s["config"] == config),
-                  key=lambda s: -PROFILE_RANK.get(s["profile"], 0))
+                  key=lambda s: (not matches(s), -PROFILE_RANK.get(s["profile"], 0)))
     other = ""
     if not runs:  # the same method at another config: a hint, labelled as such
         runs = sorted(every, key=lambda s: -PROFILE_RANK.get(s["profile"], 0))
@@ -576,9 +592,12 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
     ε = 1 column from those runs' own evaluations; the paper's setting only, not variants;
     for DataLens only the seed folders of :data:`SEED_FOLDERS`, so that a seed re-run with
     other code counts once), per run family: the mean and standard deviation over
-    training seeds, the shortest evaluation among them, and the paper's number; cells without
-    one say why (not implemented yet; DP-GAN calibrates its noise to the budget, so it needs
-    one run per budget; or not committed yet)."""
+    training seeds, the shortest evaluation among them, and the paper's number. A run of an
+    ε = 1 config trained with a smaller ``epsilon`` and nothing else changed is that budget's
+    cell (DP-GAN's, whose noise is calibrated to the budget). Cells without a result say why
+    (not implemented yet; DP-GAN needs one run per budget; a snapshot taken but not evaluated;
+    or not committed yet) and, for implemented methods, give ``measured_cost`` (a committed
+    run of the ε = 1 config: the same number of steps) and ``paper_command``."""
     from .methods import METHODS
 
     paper = paper_table("tab_lowdp.csv")
@@ -627,6 +646,17 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
                "DP-GAN calibrates its noise to the budget: one run per budget (queued last "
                "in scripts/cpu_queue.sh, cpu profile)"
                if key == "dpgan" else "no committed ε = 1 run with evaluated snapshots yet")
+        if key in METHODS and key != "dpgan" and eps != 1.0:
+            taken = [f"{s['config']}/{Path(s['run_dir']).name}"
+                     for s in committed_runs(root, method=key)
+                     if s["dataset"] == r.dataset and s["config"].endswith("-eps1")
+                     and any(b.get("budget") == eps and b.get("exact") and "samples" in b
+                             for b in json.loads((Path(s["run_dir"]) / "run.json")
+                                                 .read_text()).get("snapshots", []))]
+            if taken:  # a committed run took the snapshot; its samples stayed where it ran
+                why = (f"snapshot taken by {', '.join(taken)} but not evaluated (its samples "
+                       "are not kept here: `datalens evaluate RUN --snapshot B` where they "
+                       "are, or train again)")
         todo = {}
         if key in METHODS and not (need := data_status(r.dataset)):
             # what the missing cell would cost (a committed run of the eps = 1 config: the
@@ -636,7 +666,8 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
             todo = {"measured_cost": measured_cost(key, config, root),
                     "paper_command": paper_command(
                         key, config, {"epsilon": eps} if below and key == "dpgan" else None,
-                        snapshot=eps if below and key != "dpgan" else None)}
+                        snapshots=key != "dpgan", snapshot=eps if below and key != "dpgan"
+                        else None)}
         if need := data_status(r.dataset):
             why = need
         rows.append({**base, "profile": "-", "family": "-", "seeds": 0, "ours": None,

@@ -73,7 +73,8 @@ JOBS=(
   "datalens fashion-mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
   "dpgan mnist-eps10 cpu 30" "dpgan fashion-mnist-eps10 cpu 30"
   # issue 12, item 1: the evaluation's own spread (book.eval_seed_spread), three more
-  # classifier seeds on the same 100k samples while they are on this machine (~13 min each)
+  # classifier seeds on the same 100k samples while they are on this machine (15-45 min each:
+  # the committed 30-epoch CPU evaluations took 753-3769 s, depending on what ran beside them)
   "eval mnist-eps1/paper-cpu-seed1 eval-30ep-seed1.json 30 --seed 1"
   "eval mnist-eps1/paper-cpu-seed1 eval-30ep-seed2.json 30 --seed 2"
   "eval mnist-eps1/paper-cpu-seed1 eval-30ep-seed3.json 30 --seed 3"

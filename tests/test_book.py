@@ -503,6 +503,13 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     assert e["eval_seeds"] == 3 and e["mean"] == pytest.approx(0.60)  # 0.60, 0.64, 0.56
     assert e["sd"] == pytest.approx(0.04) and (e["min"], e["max"]) == (0.56, 0.64)
     assert e["clean_mean"] == pytest.approx((0.50 + 0.62 + 0.54) / 3)
+    # a record whose seed is not its name's, or another schedule, is not one of these seeds
+    (base / "eval-30ep-seed3.json").write_text(json.dumps(
+        {"epochs": 30, "paper": 0.9, "clean": 0.9, "seed": 0}))
+    (base / "eval-30ep-seed4.json").write_text(json.dumps(
+        {"epochs": 30, "paper": 0.9, "clean": 0.9, "seed": 4, "lr": 0.001}))
+    ev = book.eval_seed_spread(tmp_path)
+    assert len(ev) == 1 and ev.iloc[0]["eval_seeds"] == 3 and ev.iloc[0]["max"] == 0.64
 
 
 def test_committed_match_finds_the_setting_and_the_cpu_family_only_when_asked(tmp_path):

@@ -22,8 +22,10 @@ FAKE_DL = FAKE_DL_HEAD + r"""echo "start $(date +%s.%N) ${OMP_NUM_THREADS:-all} 
 case $cmd in
   train) out=$(arg --out "$@"); mkdir -p "$out"; sleep 0.3
          echo '{"status": "complete"}' > "$out/run.json" ;;
-  evaluate) snap=$(arg --snapshot "$@"); sleep 1  # (long enough for lanes to overlap)
+  evaluate) snap=$(arg --snapshot "$@"); name=$(arg --name "$@")
+            sleep 1  # (long enough for lanes to overlap)
             if [[ -n $snap ]]; then echo '{}' > "$1/snapshot-eps$snap-eval-1ep.json"
+            elif [[ -n $name ]]; then echo '{}' > "$1/$name"
             else echo '{}' > "$1/eval-1ep.json"; fi ;;
   publish-samples) echo x > "$(arg --dest "$@")/samples-10k.npz" ;;
   dpsgd) out=$(arg --out "$@"); search=$(arg --search "$@"); eps=$(arg --epsilon "$@")
@@ -307,3 +309,30 @@ def test_small_batch_dpgan_cells_share_lanes_and_a_large_batch_one_runs_alone(
     assert large["threads"] == "all" and large["start"] >= max(small["end"], other["end"])
     for cfg in ("mnist-eps1", "fashion-mnist-eps1", "mnist-eps1-large"):
         assert (queue_dir / f"data/results/dpgan/{cfg}/cpu/eval-1ep.json").exists(), cfg
+
+
+def test_an_eval_job_scores_a_runs_samples_under_its_own_name_and_only_once(queue_dir: Path):
+    """``eval CONFIG/FOLDER NAME EPOCHS ARGS``: an evaluation variant (here another classifier
+    seed) of a finished run's samples, copied beside its committed records; skipped once
+    committed, and skipped with a message where the samples are not on this machine."""
+    run = queue_dir / "runs" / "queue" / "mnist-eps1" / "paper-x"
+    run.mkdir(parents=True)
+    (run / "samples.npz").write_text("x")
+    jobs = ["eval mnist-eps1/paper-x eval-1ep-seed2.json 1 --seed 2",
+            "eval mnist-eps1/paper-gone eval-1ep-seed2.json 1 --seed 2"]
+    env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
+           "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "\n".join(jobs)}
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    calls = [rest for kind, _, _, rest in _log(queue_dir) if kind == "start"]
+    assert calls == ["evaluate runs/queue/mnist-eps1/paper-x --epochs 1 --name eval-1ep-seed2.json "
+                     "--seed 2"]
+    dest = queue_dir / "data" / "results" / "datalens" / "mnist-eps1" / "paper-x"
+    assert (dest / "eval-1ep-seed2.json").exists()
+    assert "paper-gone/eval-1ep-seed2.json: skipped, the run's 100k samples" in res.stdout
+    again = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert "eval mnist-eps1/paper-x/eval-1ep-seed2.json: already committed, skipped" \
+        in again.stdout
+    assert len([r for r in _log(queue_dir) if r[0] == "start"]) == 1

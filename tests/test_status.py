@@ -218,7 +218,20 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
     assert "--snapshot-budgets 0.2 0.4 0.6 0.8" in gp.paper_command
     assert gp.paper_command.endswith("datalens evaluate runs/gpate/mnist-eps1/paper "
                                      "--snapshot 0.4 --epochs 30")
+    # the eps = 1 cell's command is the same run (whichever cell runs first keeps the row's
+    # snapshots), evaluated as itself
+    gp1 = t[(t.method == "G-PATE") & (t.dataset == "mnist") & (t.epsilon == 1.0)].iloc[0]
+    assert gp1.paper_command == gp.paper_command.replace(" --snapshot 0.4", "")
     assert pd.isna(t[t.method == "PATE-GAN"].iloc[0].paper_command)
+    # a committed run that took a snapshot but has no evaluation of it says so
+    run_json = tmp_path / "datalens" / "mnist-eps1" / "paper-seed1" / "run.json"
+    rec = json.loads(run_json.read_text())
+    rec["snapshots"].append({"budget": 0.4, "step": 20, "exact": True, "samples": "s4.npz"})
+    run_json.write_text(json.dumps(rec))
+    t = book.lowdp_methods_table(root=tmp_path)
+    d4 = t[(t.method == "DataLens") & (t.dataset == "mnist") & (t.epsilon == 0.4)].iloc[0]
+    assert d4.status.startswith("snapshot taken by mnist-eps1/paper-seed1 but not evaluated")
+    assert pd.isna(d4.ours)
 
     # a DP-GAN run of the eps = 1 config trained with budget 0.2 (its noise calibrated to it,
     # nothing else changed) is the eps = 0.2 cell, not an eps = 1 one; with another setting
@@ -242,6 +255,15 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
     assert dp.loc[0.2, "ours"] == 0.15 and dp.loc[0.2, "profile"] == "cpu"
     assert pd.isna(dp.loc[0.4, "ours"]) and pd.isna(dp.loc[1.0, "ours"])
     assert dp.loc[0.4, "measured_cost"].startswith("1.00 h training (100 steps)")
+    # the config's own run, once committed, is the eps = 1 cell and what a cost is read from
+    dpgan_run("cpu", 0.2)
+    rec = json.loads((tmp_path / "dpgan" / "mnist-eps1" / "cpu" / "run.json").read_text())
+    rec["timings"]["train_seconds"] = 7200.0
+    (tmp_path / "dpgan" / "mnist-eps1" / "cpu" / "run.json").write_text(json.dumps(rec))
+    dp = book.lowdp_methods_table(root=tmp_path)
+    dp = dp[(dp.method == "DP-GAN") & (dp.dataset == "mnist")].set_index("epsilon")
+    assert dp.loc[1.0, "ours"] == 0.2 and dp.loc[0.2, "ours"] == 0.15
+    assert dp.loc[0.4, "measured_cost"].startswith("2.00 h training (100 steps)")
 
 
 def test_lowdp_eps1_column_counts_a_seed_once(tmp_path):
