@@ -620,8 +620,8 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
                 full.append({"method": names[method], "dataset": s["dataset"], "epsilon": eps,
                              "profile": s["profile"], "family": s["family"],
                              "variant": not run_matches(s, method, over),
-                             "ours": s["acc_paper"], "ours_clean": s["acc_clean"],
-                             "eval_epochs": s["eval_epochs"]})
+                             "seed": s["seed"], "ours": s["acc_paper"],
+                             "ours_clean": s["acc_clean"], "eval_epochs": s["eval_epochs"]})
     snaps = pd.concat([snaps, pd.DataFrame(full)], ignore_index=True) if full else snaps
     if len(snaps):
         snaps = snaps[~snaps["variant"].astype(bool)]
@@ -635,6 +635,9 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
                      & (snaps["epsilon"] == eps)] if len(snaps) else snaps
         if len(mine):
             for (prof, fam), g in mine.groupby(["profile", "family"]):
+                # a training seed counts once (a re-run of a seed, e.g. with other code, is
+                # not another seed; DataLens's SEED_FOLDERS already keep one run per seed)
+                g = g.drop_duplicates("seed")
                 rows.append({**base, "profile": prof, "family": fam, "seeds": len(g),
                              "ours": float(g["ours"].mean()),
                              "ours_sd": float(g["ours"].std()) if len(g) > 1 else None,

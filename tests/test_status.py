@@ -264,6 +264,10 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
     dp = dp[(dp.method == "DP-GAN") & (dp.dataset == "mnist")].set_index("epsilon")
     assert dp.loc[1.0, "ours"] == 0.2 and dp.loc[0.2, "ours"] == 0.15
     assert dp.loc[0.4, "measured_cost"].startswith("2.00 h training (100 steps)")
+    dpgan_run("cpu-rerun", 0.3)  # seed 0 again (another run of the same seed): counted once
+    dp = book.lowdp_methods_table(root=tmp_path)
+    one = dp[(dp.method == "DP-GAN") & (dp.dataset == "mnist") & (dp.epsilon == 1.0)].iloc[0]
+    assert one.seeds == 1 and one.ours == 0.2
 
 
 def test_lowdp_eps1_column_counts_a_seed_once(tmp_path):
