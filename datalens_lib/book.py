@@ -602,6 +602,9 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
 
     paper = paper_table("tab_lowdp.csv")
     snaps = snapshot_table(root)
+    # (method, dataset, budget) -> the committed eps = 1 runs that took that exact snapshot,
+    # evaluated or not (a cell without an evaluation says where its snapshot was taken)
+    taken: dict[tuple[str, str, float], list[str]] = {}
     # whole runs: the eps = 1 runs themselves (the budget-1 column), and runs of an eps = 1
     # config trained with a smaller budget and nothing else changed (DP-GAN's cells below
     # eps = 1: its noise is calibrated to the budget), each with its own latest evaluation
@@ -611,6 +614,12 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
         for s in committed_runs(root, method=method):
             if method == "datalens" and seed_folder_family(s["run_dir"]) is None:
                 continue  # another run of a seed already counted (SEED_FOLDERS)
+            if s["config"].endswith("-eps1"):
+                rec = json.loads((Path(s["run_dir"]) / "run.json").read_text())
+                for b in rec.get("snapshots", []):
+                    if b.get("exact") and "samples" in b:
+                        taken.setdefault((method, s["dataset"], b["budget"]), []).append(
+                            f"{s['config']}/{Path(s['run_dir']).name}")
             if s["config"].endswith("-eps1") and s.get("acc_paper") is not None:
                 md = s.get("moment_dtype")
                 eps = float(s["epsilon"])
@@ -649,19 +658,13 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
                "DP-GAN calibrates its noise to the budget: one run per budget (queued last "
                "in scripts/cpu_queue.sh, cpu profile)"
                if key == "dpgan" else "no committed ε = 1 run with evaluated snapshots yet")
-        if key in METHODS and key != "dpgan" and eps != 1.0:
-            taken = [f"{s['config']}/{Path(s['run_dir']).name}"
-                     for s in committed_runs(root, method=key)
-                     if s["dataset"] == r.dataset and s["config"].endswith("-eps1")
-                     and any(b.get("budget") == eps and b.get("exact") and "samples" in b
-                             for b in json.loads((Path(s["run_dir"]) / "run.json")
-                                                 .read_text()).get("snapshots", []))]
-            if taken:  # a committed run took the snapshot; its samples stayed where it ran
-                why = (f"snapshot taken by {', '.join(taken)} but not evaluated (its samples "
-                       "are not kept here: `datalens evaluate RUN --snapshot B` where they "
-                       "are, or train again)")
+        if runs := taken.get((key, r.dataset, eps)):  # its samples stayed where it ran
+            why = (f"snapshot taken by {', '.join(runs)} but not evaluated (its samples are "
+                   "not kept here: `datalens evaluate RUN --snapshot B` where they are, or "
+                   "train again)")
+        need = data_status(r.dataset)
         todo = {}
-        if key in METHODS and not (need := data_status(r.dataset)):
+        if key in METHODS and not need:
             # what the missing cell would cost (a committed run of the eps = 1 config: the
             # same number of steps) and the command that runs it at the paper profile
             config = method_config(r.dataset, 1.0)
@@ -671,7 +674,7 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
                         key, config, {"epsilon": eps} if below and key == "dpgan" else None,
                         snapshots=key != "dpgan", snapshot=eps if below and key != "dpgan"
                         else None)}
-        if need := data_status(r.dataset):
+        if need:
             why = need
         rows.append({**base, "profile": "-", "family": "-", "seeds": 0, "ours": None,
                      "ours_sd": None, "ours_clean": None, "eval_epochs": None, "status": why,

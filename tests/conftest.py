@@ -1,5 +1,4 @@
 import gzip
-import os
 import struct
 from pathlib import Path
 
@@ -43,27 +42,20 @@ UNIT_FIRST = ("test_topagg.py", "test_privacy.py", "test_validation.py", "test_p
 
 #: the tests that execute the book's notebooks in this checkout (its run cache, the book's
 #: canonical outputs): one pytest-xdist group (``--dist loadgroup``), so one worker runs them
-#: in order and never two at once
+#: in order and never two at once. xdist hands out the largest group first (its default
+#: ``loadscope`` reordering), so that worker starts them at once while the other takes the
+#: rest in the order below.
 NOTEBOOK_GROUP = "repo-notebooks"
-
-
-def _in_notebook_group(item) -> bool:
-    return any(m.args[:1] == (NOTEBOOK_GROUP,) for m in item.iter_markers("xdist_group"))
 
 
 def pytest_collection_modifyitems(config, items):
     """Fast tests first: unit tests, then end-to-end tests, and the ``slow``-marked ones last.
     A broken change fails within seconds, and a mutation run (``pytest -x`` on the tests that
-    reach the mutated function) stops at the cheapest failing test. Under pytest-xdist (``make
-    test``) the notebook group comes first instead: it is most of the suite's time, so one
-    worker starts it at once while the other runs the rest, fast tests first."""
-    parallel = bool(os.environ.get("PYTEST_XDIST_WORKER"))
-
+    reach the mutated function) stops at the cheapest failing test."""
     def rank(item):
         name = item.path.name
         unit = UNIT_FIRST.index(name) if name in UNIT_FIRST else len(UNIT_FIRST)
-        first = parallel and _in_notebook_group(item)
-        return (not first, item.get_closest_marker("slow") is not None, unit)
+        return (item.get_closest_marker("slow") is not None, unit)
 
     items.sort(key=rank)
 
