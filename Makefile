@@ -6,7 +6,7 @@ VENV ?= .venv
 PROFILE ?= smoke
 BIN := $(VENV)/bin
 
-.PHONY: venv test test-fast mutation mutation-report lint notebooks sync-notebooks lab book clean-book bench
+.PHONY: venv quality-records test test-fast mutation mutation-report lint notebooks sync-notebooks lab book clean-book bench
 
 venv: $(VENV)/.installed
 
@@ -16,6 +16,13 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $@
+
+# IS/FID of every published 10k subset without a current committed score (quality.json beside
+# its records; T3 reads it instead of scoring the subset at every build): run before committing
+# a newly published run
+quality-records: venv
+	for d in $$($(BIN)/python -c "from datalens_lib.quality.report import \
+	    stale_quality_records as s; print(*s())"); do $(BIN)/datalens quality $$d || exit 1; done
 
 # the suite in TEST_WORKERS processes of one thread each (pytest-xdist; `-n 0` runs it in this
 # process): the tests that execute the book's notebooks in this checkout form one group, run in

@@ -269,7 +269,7 @@ def _run_samples(run_dir: Path) -> tuple[dict, Path]:
 def _cmd_quality(args: argparse.Namespace) -> int:
     from .provenance import atomic_write_json, provenance
     from .quality import score_images
-    from .samples import load_samples
+    from .samples import load_samples, sha256_file
 
     target = Path(args.target)
     try:
@@ -283,7 +283,8 @@ def _cmd_quality(args: argparse.Namespace) -> int:
                 return 2
         x, y = load_samples(path)
         x, y = x[: args.limit], y[: args.limit]
-        res = {"samples": path.name, "dataset": dataset, **score_images(x, y, dataset)}
+        res = {"samples": path.name, "samples_sha256": sha256_file(path), "limit": args.limit,
+               "dataset": dataset, **score_images(x, y, dataset)}
         if args.inception_weights:
             from .data import load_dataset
             from .quality.inception import inception_scores

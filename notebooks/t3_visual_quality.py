@@ -32,7 +32,11 @@
 #
 # **Whose samples.** Every committed paper-scale run with a *published* 10,000-image subset
 # (`data/results/<method>/<config>/<folder>/samples-10k.npz`, `datalens publish-samples`);
-# plus, as a pipeline check, the run this notebook trains at the chosen profile.
+# plus, as a pipeline check, the run this notebook trains at the chosen profile. A published
+# subset's score is read from the `quality.json` committed beside it (`make quality-records`,
+# which runs `datalens quality` with its provenance) when that record scored exactly the
+# published file with the committed classifier; otherwise it is scored here. The `scored`
+# column names the code (git sha) that computed each number, or "now".
 
 # %% tags=["parameters"]
 profile = "smoke"
@@ -87,7 +91,7 @@ wide.reset_index().round(3)
 # %%
 agree = table[table.metric == "inception_score"][
     ["dataset", "epsilon", "method", "source", "profile", "n", "label_agreement",
-     "classifier_sha256"]]
+     "classifier_sha256", "scored"]]
 agree.round(4)
 
 # %% [markdown]

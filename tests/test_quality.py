@@ -19,7 +19,6 @@ from datalens_lib.samples import check_images, load_samples, publish_subset, sha
 def real_mnist(monkeypatch):
     """Real MNIST (and Fashion-MNIST beside it), or skip."""
     monkeypatch.setenv("DATALENS_DATA_DIR", str(real_dataset_dir("mnist").parent))
-    qc.reference_stats.cache_clear()
 
 # ---------------------------------------------------------------------------- the formulas
 
@@ -170,6 +169,35 @@ def test_real_data_scores_near_real_noise_scores_near_one():
     assert fake["fid"] > 100 * real["fid"] > 0  # features are not normalised: a ratio
 
 
+def test_reference_stats_are_computed_once_per_data_folder_and_classifier(tmp_path,
+                                                                         monkeypatch):
+    """The 60k-image FID reference is the costliest part of a score: one computation per
+    process for each (data folder, classifier weights), and another folder or other weights
+    is another computation, never the cached one."""
+    real = real_dataset_dir("mnist")
+    calls, predict = [], qc.predict
+
+    def counting(model, x, batch_size=2000):
+        calls.append(len(x))
+        return predict(model, x[:64])  # the real network on a few rows: fast
+
+    monkeypatch.setattr(qc, "predict", counting)
+    qc._reference_stats.cache_clear()
+    try:
+        a = qc.reference_stats("mnist", str(real))
+        assert qc.reference_stats("mnist", str(real)) is a and calls == [60_000]
+        (tmp_path / "mnist").symlink_to(real, target_is_directory=True)
+        qc.reference_stats("mnist", str(tmp_path / "mnist"))
+        assert len(calls) == 2
+        model, rec = qc.load_domain_classifier("mnist")
+        monkeypatch.setattr(qc, "load_domain_classifier",
+                            lambda d: (model, {**rec, "sha256": "0" * 64}))
+        qc.reference_stats("mnist", str(real))
+        assert len(calls) == 3
+    finally:  # never leave the few-row statistics to other tests of this process
+        qc._reference_stats.cache_clear()
+
+
 @pytest.mark.usefixtures("real_mnist")
 def test_is_is_unchanged_by_permuting_the_classifier_outputs(monkeypatch):
     from datalens_lib.data import load_dataset
@@ -237,16 +265,22 @@ def test_cli_quality_and_evaluate_accept_a_user_npz(tmp_path, capsys):
 
 
 @pytest.mark.usefixtures("real_mnist")
-def test_cli_publish_samples_records_the_subset_and_evaluate_uses_it(tmp_path, capsys):
+def test_cli_publish_samples_records_the_subset_and_evaluate_uses_it(tmp_path, capsys,
+                                                                    monkeypatch):
+    import pandas as pd
+
     from datalens_lib.data import load_dataset
+    from datalens_lib.quality import report
+    from datalens_lib.results import PAPER_DIR
 
     ds = load_dataset("mnist")
-    run, dest = tmp_path / "run", tmp_path / "committed"
+    run, dest = tmp_path / "run", tmp_path / "datalens" / "mnist-eps1" / "committed"
     run.mkdir()
-    dest.mkdir()
+    dest.mkdir(parents=True)
     np.savez(run / "samples.npz", x=ds.x_test[:500].astype(np.float16), y=ds.y_test[:500])
     rec = {"config": {"dataset": "mnist", "eval_lr": 2e-3, "eval_batch_size": 512,
-                      "eval_epochs": 600}, "samples": {"file": "samples.npz"}}
+                      "eval_epochs": 600}, "samples": {"file": "samples.npz"},
+           "profile": "paper", "target_epsilon": 1.0}
     for d in (run, dest):
         (d / "run.json").write_text(json.dumps(rec))
     assert cli.main(["publish-samples", str(run), "--dest", str(dest), "--n", "200"]) == 0
@@ -258,8 +292,49 @@ def test_cli_publish_samples_records_the_subset_and_evaluate_uses_it(tmp_path, c
     assert cli.main(["evaluate", str(dest), "--epochs", "1"]) == 0
     assert (dest / "samples-200-eval-1ep.json").exists()
     assert not (dest / "eval-1ep.json").exists()
+    [entry] = report.published_runs(tmp_path)
+    assert report.stale_quality_records(tmp_path) == [dest]
     assert cli.main(["quality", str(dest)]) == 0
-    assert json.loads((dest / "quality.json").read_text())["samples"] == "samples-200.npz"
+    q = json.loads((dest / "quality.json").read_text())
+    assert q["samples"] == "samples-200.npz" and q["samples_sha256"] == pub["sha256"]
+    # T3 reads the committed score instead of scoring the subset again ...
+    assert report.stored_score(entry) == q and report.stale_quality_records(tmp_path) == []
+
+    def scored_again(*a, **k):
+        raise AssertionError("a committed score was computed again")
+
+    monkeypatch.setattr(report, "score_images", scored_again)
+    paper = pd.read_csv(PAPER_DIR / "tab_full_image.csv", dtype={"epsilon": str})
+    rows = report.score_rows([entry], paper)
+    assert {r["metric"]: r["ours"] for r in rows} == {"inception_score": q["is"],
+                                                      "fid": q["fid"]}
+    assert rows[0]["scored"] == q["git_sha"]
+    # ... only when it scored these very samples, all of them, with the committed weights
+    for change in ({"limit": 100}, {"samples_sha256": "0" * 64}, {"dataset": "fashion-mnist"},
+                   {"classifier": {**q["classifier"], "sha256": "0" * 64}}):
+        (dest / "quality.json").write_text(json.dumps({**q, **change}))
+        assert report.stored_score(entry) is None, change
+    (dest / "quality.json").write_text(json.dumps(q))
+    assert report.stored_score(entry) == q
+    np.savez(dest / "samples-200.npz", x=ds.x_test[200:400, 0], y=ds.y_test[200:400])
+    assert report.stored_score(entry) is None  # the same name, other samples
+
+
+@pytest.mark.usefixtures("real_mnist")
+def test_a_committed_quality_record_is_what_the_code_computes_now():
+    """T3 reads committed scores (``make quality-records``): one of them scored again with
+    today's code gives the same numbers, so a change to the scores cannot hide behind them."""
+    from datalens_lib.quality import report
+
+    stored = [(p, q) for p in report.published_runs() if p["dataset"] == "mnist"
+              for q in [report.stored_score(p)] if q is not None]
+    assert stored, "no committed quality record of an MNIST run (make quality-records)"
+    entry, q = stored[0]
+    x, y = load_samples(entry["path"])
+    s = qc.score_images(x, y, "mnist")
+    assert s["n"] == q["n"] and s["label_agreement"] == q["label_agreement"]
+    assert s["is"] == pytest.approx(q["is"], rel=1e-4)
+    assert s["fid"] == pytest.approx(q["fid"], rel=1e-4)
 
 
 def test_subset_reevaluations_compare_at_the_same_number_of_sgd_steps(tmp_path):

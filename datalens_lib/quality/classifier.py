@@ -31,7 +31,7 @@ from torch import nn
 from tqdm import tqdm
 
 from .._validate import positive_float, positive_int
-from ..data import load_dataset
+from ..data import load_dataset, resolve_dataset_dir
 from ..provenance import atomic_write_bytes, atomic_write_json, provenance
 from ..samples import check_images, sha256_file
 from .scores import frechet_distance, gaussian_stats, inception_score
@@ -147,11 +147,23 @@ def predict(model: DomainClassifier, x: np.ndarray, batch_size: int = 2000
     return np.concatenate(probs), np.concatenate(feats)
 
 
-@functools.lru_cache(maxsize=8)
 def reference_stats(dataset: str, data_dir: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Feature mean and covariance of ``dataset``'s real training set (the FID reference)."""
-    model, _ = load_domain_classifier(dataset)
-    return gaussian_stats(predict(model, load_dataset(dataset, data_dir).x_train)[1])
+    """Feature mean and covariance of ``dataset``'s real training set (the FID reference),
+    computed once per process for each dataset folder and classifier (60k images: the
+    costliest part of a score)."""
+    _, rec = load_domain_classifier(dataset)
+    return _reference_stats(dataset, str(resolve_dataset_dir(dataset, data_dir)), rec["sha256"])
+
+
+@functools.lru_cache(maxsize=8)
+def _reference_stats(dataset: str, folder: str, classifier_sha256: str
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`reference_stats` keyed by what it depends on: the folder the data are read from
+    (so another ``DATALENS_DATA_DIR`` is another entry) and the classifier's weights."""
+    model, rec = load_domain_classifier(dataset)
+    if rec["sha256"] != classifier_sha256:
+        raise RuntimeError("the domain classifier changed while its statistics were computed")
+    return gaussian_stats(predict(model, load_dataset(dataset, folder).x_train)[1])
 
 
 def score_images(x: np.ndarray, y: np.ndarray | None, dataset: str, *, splits: int = 10,

@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from ..results import RESULTS_DIR
-from ..samples import load_samples
-from .classifier import score_images
+from ..samples import load_samples, sha256_file
+from .classifier import load_domain_classifier, score_images
 
 #: our registry keys -> the paper's method names
 PAPER_NAMES = {"datalens": "DataLens", "dcgan": "DC-GAN", "gpate": "G-PATE", "dpgan": "DP-GAN",
@@ -71,12 +71,43 @@ def _paper(csv: pd.DataFrame, dataset: str, method: str, epsilon: str, metric: s
     return float(sel.value.iloc[0]) if len(sel) else None
 
 
+def stored_score(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """The committed ``quality.json`` of a published run (``datalens quality <folder>``,
+    with its provenance) when it scored exactly this subset with the committed classifier:
+    the same file name and SHA-256 as ``published_samples`` and the file on disk, all of its
+    rows, the classifier whose weights are committed now. Otherwise None: score it again."""
+    if "path" not in entry or "published" not in entry:
+        return None
+    path = Path(entry["path"]).parent / "quality.json"
+    if not path.exists():
+        return None
+    q = json.loads(path.read_text())
+    _, clf = load_domain_classifier(entry["dataset"])
+    if (q.get("samples") != Path(entry["path"]).name or q.get("limit") is not None
+            or q.get("dataset") != entry["dataset"]
+            or q.get("samples_sha256") != entry["published"]["sha256"]
+            or q.get("classifier", {}).get("sha256") != clf["sha256"]
+            or sha256_file(entry["path"]) != q["samples_sha256"]):
+        return None
+    return q
+
+
+def stale_quality_records(root: Path | None = None) -> list[Path]:
+    """Published runs without a current committed score (:func:`stored_score`): the folders
+    ``make quality-records`` scores with ``datalens quality`` before they are committed."""
+    return [Path(p["path"]).parent for p in published_runs(root) if stored_score(p) is None]
+
+
 def score_rows(entries: list[dict[str, Any]], paper: pd.DataFrame) -> list[dict[str, Any]]:
-    """One row per (entry, metric): ours beside the paper's ``tab:full_image`` value."""
+    """One row per (entry, metric): ours beside the paper's ``tab:full_image`` value. A
+    published run's committed score (:func:`stored_score`) is read, not recomputed; the
+    ``scored`` column says which (the git sha of the code that scored it, or "now")."""
     rows = []
     for e in entries:
-        x, y = (e["x"], e["y"]) if "x" in e else load_samples(e["path"])
-        s = score_images(x, y, e["dataset"])
+        s = stored_score(e)
+        if s is None:
+            x, y = (e["x"], e["y"]) if "x" in e else load_samples(e["path"])
+            s = score_images(x, y, e["dataset"])
         for key, metric in METRICS.items():
             rows.append({"dataset": e["dataset"], "method": e["method"],
                          "epsilon": e["epsilon"], "metric": metric, "ours": s[key],
@@ -86,6 +117,7 @@ def score_rows(entries: list[dict[str, Any]], paper: pd.DataFrame) -> list[dict[
                          "source": e["source"] if "source" in e
                          else f"{e['config']}/{e['folder']}",
                          "n": s["n"], "label_agreement": s.get("label_agreement"),
+                         "scored": s.get("git_sha", "now"),
                          "classifier_sha256": s["classifier"]["sha256"][:12]})
     return rows
 
