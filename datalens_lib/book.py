@@ -134,7 +134,8 @@ def run_method(method: str, config: str, profile: str = "smoke", *, seed: int = 
             dev = rec["device"] if device == "auto" else device
             ev = evaluate_samples(run_dir / "samples.npz", cfg.dataset, epochs=cfg.eval_epochs,
                                   lr=cfg.eval_lr, batch_size=cfg.eval_batch_size, seed=seed,
-                                  device=dev, progress=progress)
+                                  device=dev, progress=progress,
+                                  test_limit=cfg.eval_test_limit)
             atomic_write_json(ev_path, ev)
     return _summary(run_dir, rec, ev)
 

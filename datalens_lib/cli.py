@@ -230,7 +230,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         res = evaluate_samples(run_dir / samples, cfg["dataset"], epochs=epochs,
                                lr=lr, batch_size=cfg["eval_batch_size"], seed=args.seed,
                                device=device, limit=args.limit, pad_to=args.pad_to,
-                               dropout_rng=args.dropout_rng)
+                               dropout_rng=args.dropout_rng,
+                               test_limit=cfg.get("eval_test_limit"))
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

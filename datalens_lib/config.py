@@ -79,6 +79,9 @@ class TrainConfig:
     eval_epochs: int = 600
     eval_lr: float = 2e-3
     eval_batch_size: int = 512
+    # smoke profiles only: accuracy on the first N real test images (a pipeline check needs
+    # no 10,000-image test pass per epoch); None: the whole test set, as the paper
+    eval_test_limit: int | None = None
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -97,6 +100,8 @@ class TrainConfig:
         positive_int("pretrain_teacher", self.pretrain_teacher, minimum=0)
         for name in ("lr_teacher", "lr_generator", "gamma", "eval_lr"):
             positive_float(name, getattr(self, name))
+        if self.eval_test_limit is not None:
+            positive_int("eval_test_limit", self.eval_test_limit)
         choice("normalize", self.normalize, ("paper", "official"))
         choice("conversion", self.conversion, ("paper", "rdp", "pld"))
         choice("moment_dtype", self.moment_dtype, ("float32", "bfloat16"))

@@ -428,17 +428,19 @@ def schedule_sensitivity(accs: list[float], lengths=(10, 30, 100, 300)) -> dict[
 
 def _eval_checkpoint(samples: Path, seed: int, lr: float = 2e-3,
                      limit: int | None = None, pad_to: int | None = None,
-                     dropout_rng: str | None = None) -> Path:
+                     dropout_rng: str | None = None, test_limit: int | None = None) -> Path:
     """``.eval-seed<S>.ckpt`` beside ``samples.npz`` (the name earlier evaluations resume
     from); other sample files (budget snapshots) get their own ``.eval-<stem>-seed<S>.ckpt``,
     and evaluation variants (another learning rate than the book's 2e-3, the first ``limit``
-    samples, zero-row padding, dropout masks named explicitly) theirs, so that no variant
+    samples, zero-row padding, dropout masks named explicitly, the first ``test_limit`` test
+    images) theirs, so that no variant
     overwrites another's checkpoint."""
     stem = "" if samples.name == "samples.npz" else f"{samples.stem}-"
     variant = (f"lr{lr:g}-" if lr != 2e-3 else "") + (
         f"first{limit}-" if limit is not None else "") + (
         f"padto{pad_to}-" if pad_to is not None else "") + (
-        f"dropout{dropout_rng}-" if dropout_rng is not None else "")
+        f"dropout{dropout_rng}-" if dropout_rng is not None else "") + (
+        f"test{test_limit}-" if test_limit is not None else "")
     return samples.parent / f".eval-{stem}{variant}seed{seed}.ckpt"
 
 
@@ -446,22 +448,30 @@ def evaluate_samples(samples: str | Path, dataset: str, *, epochs: int = 600, lr
                      batch_size: int = 512, seed: int = 0, device: str = "cpu",
                      data_dir: str | Path | None = None, limit: int | None = None,
                      progress: bool = True, pad_to: int | None = None,
-                     dropout_rng: str | None = None) -> dict[str, Any]:
+                     dropout_rng: str | None = None,
+                     test_limit: int | None = None) -> dict[str, Any]:
     """Utility of a synthetic sample file (x, y; ``datalens_lib.samples``: float in [0, 1] or
-    uint8, checked) on ``dataset``'s real test set. ``dropout_rng`` given explicitly (see
+    uint8, checked) on ``dataset``'s real test set (``test_limit``: its first images only, the
+    smoke profiles' ``eval_test_limit``). ``dropout_rng`` given explicitly (see
     :func:`train_classifier`) is a variant with a checkpoint of its own."""
+    if test_limit is not None:
+        positive_int("test_limit", test_limit)
     ds = load_dataset(dataset, data_dir)
     # float16 samples stay float16 here: the resume fingerprint is over the stored values
     x, y = load_samples(samples, shape=ds.shape, num_classes=ds.num_classes,
                         keep_float_dtype=True)
     if limit is not None:
         x, y = x[:limit], y[:limit]
-    res = train_classifier(x, y, ds.x_test, ds.y_test, ds.num_classes, epochs=epochs, lr=lr,
-                           batch_size=batch_size, seed=seed, device=device, progress=progress,
+    xt, yt = (ds.x_test, ds.y_test) if test_limit is None else (ds.x_test[:test_limit],
+                                                                ds.y_test[:test_limit])
+    res = train_classifier(x, y, xt, yt, ds.num_classes, epochs=epochs, lr=lr, batch_size=batch_size,
+                           seed=seed, device=device, progress=progress,
                            checkpoint=_eval_checkpoint(Path(samples), seed, lr, limit, pad_to,
-                                                       dropout_rng),
+                                                       dropout_rng, test_limit),
                            pad_to=pad_to, dropout_rng=dropout_rng)
     res["dataset"] = dataset
+    if test_limit is not None:
+        res["test_limit"] = test_limit  # accuracies on the first ``test_limit`` test images
     if limit is not None:
         res["limit"] = limit  # only the first ``limit`` samples were used
     return res

@@ -82,6 +82,9 @@ def test_cli_train_and_evaluate(tmp_path, mnist_dir, monkeypatch, capsys):
     assert cli.main(["evaluate", str(out), "--epochs", "1", "--device", "cpu"]) == 0
     res = json.loads((out / "eval-1ep.json").read_text())
     assert 0.0 <= res["clean"] <= res["paper"] <= 1.0 and res["n_train"] == 60
+    # the smoke profile scores the first 1,000 real test images only (eval_test_limit)
+    assert res["test_limit"] == 1000
+    assert all(round(a * 1000, 6).is_integer() for a in res["test_accuracy_per_epoch"])
     # 1 < the smoke profile's 2 epochs: the record says it was shortened (no full-length
     # smoke-setting run is committed, so nothing was measured)
     assert res["schedule_check"] == {"shortened_from_epochs": 2, "measured_on": []}
@@ -93,7 +96,7 @@ def test_cli_train_and_evaluate(tmp_path, mnist_dir, monkeypatch, capsys):
     assert var["lr"] == 1e-3 and var["limit"] == 40 and var["n_train"] == 40
     assert "schedule_check" not in var
     assert (out / "eval-1ep.json").read_bytes() == before
-    assert (out / ".eval-lr0.001-first40-seed0.ckpt").exists()
+    assert (out / ".eval-lr0.001-first40-test1000-seed0.ckpt").exists()
     # another evaluation seed is another record, never the seed-0 one
     assert cli.main(["evaluate", str(out), "--epochs", "1", "--device", "cpu", "--seed",
                      "1"]) == 0

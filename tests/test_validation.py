@@ -123,6 +123,15 @@ CASES = [
      r"^compute_dtype must be one of"),
     (lambda: load_config("mnist-eps1", "smoke", partition="random"),
      r"^partition must be one of"),
+    (lambda: load_config("mnist-eps1", "smoke", eval_test_limit=0), r"^eval_test_limit must be"),
+    (lambda: load_config("mnist-epsinf", "smoke", method="dcgan", eval_test_limit=-5),
+     r"^eval_test_limit must be"),
+    (lambda: load_config("mnist-eps1", "smoke", method="gpate", eval_test_limit=0),
+     r"^eval_test_limit must be"),
+    (lambda: load_config("mnist-eps1", "smoke", method="dpgan", eval_test_limit=0),
+     r"^eval_test_limit must be"),
+    (lambda: evaluate.evaluate_samples("none.npz", "mnist", test_limit=0),
+     r"^test_limit must be"),
 ]
 
 

@@ -65,6 +65,9 @@ class DCGANConfig:
     eval_epochs: int = 600
     eval_lr: float = 2e-3
     eval_batch_size: int = 512
+    # smoke profiles only: accuracy on the first N real test images (a pipeline check needs
+    # no 10,000-image test pass per epoch); None: the whole test set, as the paper
+    eval_test_limit: int | None = None
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -80,6 +83,8 @@ class DCGANConfig:
             raise ValueError(f"beta1 must be in [0, 1), got {self.beta1}")
         if self.train_limit is not None:
             positive_int("train_limit", self.train_limit)
+        if self.eval_test_limit is not None:
+            positive_int("eval_test_limit", self.eval_test_limit)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

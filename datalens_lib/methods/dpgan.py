@@ -115,6 +115,9 @@ class DPGANConfig:
     eval_epochs: int = 600
     eval_lr: float = 2e-3
     eval_batch_size: int = 512
+    # smoke profiles only: accuracy on the first N real test images (a pipeline check needs
+    # no 10,000-image test pass per epoch); None: the whole test set, as the paper
+    eval_test_limit: int | None = None
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -125,6 +128,8 @@ class DPGANConfig:
         for name in ("batch_size", "n_critic", "z_dim", "groups", "n_samples", "eval_epochs",
                      "eval_batch_size"):
             positive_int(name, getattr(self, name))
+        if self.eval_test_limit is not None:
+            positive_int("eval_test_limit", self.eval_test_limit)
         for name in ("epochs", "max_grad_norm", "lr_d", "lr_g", "eval_lr"):
             positive_float(name, getattr(self, name))
         if self.noise_multiplier is not None:

@@ -96,6 +96,9 @@ class GPATEConfig:
     eval_epochs: int = 600
     eval_lr: float = 2e-3
     eval_batch_size: int = 512
+    # smoke profiles only: accuracy on the first N real test images (a pipeline check needs
+    # no 10,000-image test pass per epoch); None: the whole test set, as the paper
+    eval_test_limit: int | None = None
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -105,6 +108,8 @@ class GPATEConfig:
                      "n_samples", "chunk", "eval_epochs", "eval_batch_size"):
             positive_int(name, getattr(self, name))
         positive_int("pretrain_teacher", self.pretrain_teacher, minimum=0)
+        if self.eval_test_limit is not None:
+            positive_int("eval_test_limit", self.eval_test_limit)
         for name in ("sigma_thresh", "sigma_vote", "clip", "lr_teacher", "lr_generator",
                      "eval_lr"):
             positive_float(name, getattr(self, name))
