@@ -19,10 +19,11 @@ $(VENV)/.installed: pyproject.toml
 
 # IS/FID of every published 10k subset without a current committed score (quality.json beside
 # its records; T3 reads it instead of scoring the subset at every build): run before committing
-# a newly published run
+# a newly published run (FORCE=1: every published run, e.g. after SCORES_VERSION changed)
 quality-records: venv
-	for d in $$($(BIN)/python -c "from datalens_lib.quality.report import \
-	    stale_quality_records as s; print(*s())"); do $(BIN)/datalens quality $$d || exit 1; done
+	dirs=$$($(BIN)/python -c "from datalens_lib.quality.report import \
+	    stale_quality_records as s; print(*s(every=bool('$(FORCE)')))") || exit 1; \
+	if [ -n "$$dirs" ]; then $(BIN)/datalens quality $$dirs; fi
 
 # the suite in TEST_WORKERS processes of one thread each (pytest-xdist; `-n 0` runs it in this
 # process): the tests that execute the book's notebooks in this checkout form one group, run in

@@ -268,11 +268,21 @@ def _run_samples(run_dir: Path) -> tuple[dict, Path]:
 
 
 def _cmd_quality(args: argparse.Namespace) -> int:
+    """Each target in turn (one process: the FID reference is computed once per dataset);
+    stops at the first that fails."""
+    for target in args.target:
+        rc = _quality_one(Path(target), args)
+        if rc:
+            return rc
+    return 0
+
+
+def _quality_one(target: Path, args: argparse.Namespace) -> int:
     from .provenance import atomic_write_json, provenance
     from .quality import score_images
+    from .quality.classifier import SCORES_VERSION
     from .samples import load_samples, sha256_file
 
-    target = Path(args.target)
     try:
         if target.is_dir():
             rec, path = _run_samples(target)
@@ -285,7 +295,8 @@ def _cmd_quality(args: argparse.Namespace) -> int:
         x, y = load_samples(path)
         x, y = x[: args.limit], y[: args.limit]
         res = {"samples": path.name, "samples_sha256": sha256_file(path), "limit": args.limit,
-               "dataset": dataset, **score_images(x, y, dataset)}
+               "scores_version": SCORES_VERSION, "dataset": dataset,
+               **score_images(x, y, dataset)}
         if args.inception_weights:
             from .data import load_dataset
             from .quality.inception import inception_scores
@@ -689,7 +700,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     qu = sub.add_parser("quality", help="IS (domain classifier) and FID (domain features) of "
                         "a run's samples or of any .npz of images and labels")
-    qu.add_argument("target", help="run folder (run.json + samples) or an .npz file")
+    qu.add_argument("target", nargs="+",
+                    help="run folder(s) (run.json + samples) or .npz file(s)")
     qu.add_argument("--dataset", default=None, help="needed for an .npz file")
     qu.add_argument("--limit", type=int, default=None, help="score only the first N images")
     qu.add_argument("--inception-weights", default=None, metavar="PTH",

@@ -464,12 +464,13 @@ def evaluate_samples(samples: str | Path, dataset: str, *, epochs: int = 600, lr
         x, y = x[:limit], y[:limit]
     xt, yt = (ds.x_test, ds.y_test) if test_limit is None else (ds.x_test[:test_limit],
                                                                 ds.y_test[:test_limit])
-    res = train_classifier(x, y, xt, yt, ds.num_classes, epochs=epochs, lr=lr, batch_size=batch_size,
-                           seed=seed, device=device, progress=progress,
+    res = train_classifier(x, y, xt, yt, ds.num_classes, epochs=epochs, lr=lr,
+                           batch_size=batch_size, seed=seed, device=device, progress=progress,
                            checkpoint=_eval_checkpoint(Path(samples), seed, lr, limit, pad_to,
                                                        dropout_rng, test_limit),
                            pad_to=pad_to, dropout_rng=dropout_rng)
     res["dataset"] = dataset
+    res["n_test"] = len(yt)
     if test_limit is not None:
         res["test_limit"] = test_limit  # accuracies on the first ``test_limit`` test images
     if limit is not None:

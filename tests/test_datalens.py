@@ -83,7 +83,7 @@ def test_cli_train_and_evaluate(tmp_path, mnist_dir, monkeypatch, capsys):
     res = json.loads((out / "eval-1ep.json").read_text())
     assert 0.0 <= res["clean"] <= res["paper"] <= 1.0 and res["n_train"] == 60
     # the smoke profile scores the first 1,000 real test images only (eval_test_limit)
-    assert res["test_limit"] == 1000
+    assert res["test_limit"] == res["n_test"] == 1000
     assert all(round(a * 1000, 6).is_integer() for a in res["test_accuracy_per_epoch"])
     # 1 < the smoke profile's 2 epochs: the record says it was shortened (no full-length
     # smoke-setting run is committed, so nothing was measured)

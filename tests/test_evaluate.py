@@ -309,11 +309,11 @@ def test_evaluate_samples_uses_the_synthetic_set_and_the_real_test_set(tmp_path,
     ref = ev.evaluate_real("toy", limit=10, epochs=2)
     assert np.array_equal(seen["xs"], x[:10]) and seen["epochs"] == 2 and ref["dataset"] == "toy"
     json.dumps(res)
-    assert "test_limit" not in res
+    assert "test_limit" not in res and res["n_test"] == 30
     # the smoke profiles' eval_test_limit: the first real test images only, and said so
     res = ev.evaluate_samples(samples, "toy", epochs=5, seed=3, test_limit=12, progress=False)
     assert np.array_equal(seen["xt"], test_x[:12]) and np.array_equal(seen["yt"], test_y[:12])
-    assert np.array_equal(seen["xs"], x[::-1]) and res["test_limit"] == 12
+    assert np.array_equal(seen["xs"], x[::-1]) and res["test_limit"] == res["n_test"] == 12
     assert seen["checkpoint"] == tmp_path / ".eval-test12-seed3.ckpt"
 
 

@@ -577,3 +577,18 @@ def test_dpgan_resume_refuses_a_checkpoint_taken_with_other_noise(mnist_dir):
         load_config("mnist-eps1-large", "smoke", method="dpgan", physical_batch=0)
     with pytest.raises(ValueError, match="not below 1/n"):
         _dpgan(mnist_dir, delta=1e-2)  # 320 smoke images
+
+
+def test_only_the_smoke_profiles_score_on_part_of_the_test_set():
+    """eval_test_limit is a pipeline check's shortcut: every cpu and paper profile of every
+    method's configs evaluates on the whole real test set, as the paper."""
+    for method in METHODS:
+        for config in available_configs(method):
+            for profile in ("smoke", "cpu", "paper"):
+                try:
+                    cfg = load_config(config, profile, method=method)
+                except ValueError as e:  # a profile this config does not define
+                    assert "has no profile" in str(e), (method, config, profile)
+                    continue
+                want = 1000 if profile == "smoke" else None
+                assert cfg.eval_test_limit == want, (method, config, profile)

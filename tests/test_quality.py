@@ -262,6 +262,16 @@ def test_cli_quality_and_evaluate_accept_a_user_npz(tmp_path, capsys):
     assert cli.main(["quality", str(bad), "--dataset", "mnist"]) == 2
     assert "[0, 1]" in capsys.readouterr().err
     assert cli.main(["quality", str(f)]) == 2
+    # several targets in one call, each its own record; the first failure stops the call
+    g = tmp_path / "other.npz"
+    np.savez(g, x=(ds.x_test[600:900, 0] * 255).astype(np.uint8), y=ds.y_test[600:900])
+    (tmp_path / "mine-quality.json").unlink()
+    assert cli.main(["quality", str(f), str(g), "--dataset", "mnist"]) == 0
+    assert json.loads((tmp_path / "mine-quality.json").read_text())["is"] == rec["is"]
+    assert json.loads((tmp_path / "other-quality.json").read_text())["n"] == 300
+    (tmp_path / "other-quality.json").unlink()
+    assert cli.main(["quality", str(bad), str(g), "--dataset", "mnist"]) == 2
+    assert not (tmp_path / "other-quality.json").exists()
 
 
 @pytest.mark.usefixtures("real_mnist")
@@ -311,6 +321,7 @@ def test_cli_publish_samples_records_the_subset_and_evaluate_uses_it(tmp_path, c
     assert rows[0]["scored"] == q["git_sha"]
     # ... only when it scored these very samples, all of them, with the committed weights
     for change in ({"limit": 100}, {"samples_sha256": "0" * 64}, {"dataset": "fashion-mnist"},
+                   {"scores_version": 0},
                    {"classifier": {**q["classifier"], "sha256": "0" * 64}}):
         (dest / "quality.json").write_text(json.dumps({**q, **change}))
         assert report.stored_score(entry) is None, change

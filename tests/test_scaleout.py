@@ -153,6 +153,10 @@ def test_run_all_on_the_local_executor_builds_every_book_notebook():
     for name in runner.NOTEBOOKS:
         assert runner.is_up_to_date(name, {"profile": "smoke", "seed": 0}, canonical=True), name
     assert "0 failed" in done.stdout
+    t1 = json.dumps(json.loads(runner.output_path(
+        runner.notebook_path("t1_main_utility"), {}, canonical=True).read_text())["cells"])
+    assert "mnist" in t1 and "Traceback" not in t1
+    assert "DP-GAN (large batch)" in t1  # issue 10: both DP-GAN settings are shown
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     assert again.returncode == 0
     assert f"{len(runner.NOTEBOOKS) - 1} already finished (skipped)" in again.stdout

@@ -37,6 +37,10 @@ from ..samples import check_images, sha256_file
 from .scores import frechet_distance, gaussian_stats, inception_score
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
+#: bumped whenever :func:`score_images` would give other numbers for the same images and
+#: weights (formulas, splits, features, reference set): a committed score of another version
+#: is scored again, never shown (``quality.report.stored_score``)
+SCORES_VERSION = 1
 FEATURES = 128
 
 

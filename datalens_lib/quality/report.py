@@ -27,7 +27,7 @@ import pandas as pd
 
 from ..results import RESULTS_DIR
 from ..samples import load_samples, sha256_file
-from .classifier import load_domain_classifier, score_images
+from .classifier import SCORES_VERSION, load_domain_classifier, score_images
 
 #: our registry keys -> the paper's method names
 PAPER_NAMES = {"datalens": "DataLens", "dcgan": "DC-GAN", "gpate": "G-PATE", "dpgan": "DP-GAN",
@@ -75,7 +75,8 @@ def stored_score(entry: dict[str, Any]) -> dict[str, Any] | None:
     """The committed ``quality.json`` of a published run (``datalens quality <folder>``,
     with its provenance) when it scored exactly this subset with the committed classifier:
     the same file name and SHA-256 as ``published_samples`` and the file on disk, all of its
-    rows, the classifier whose weights are committed now. Otherwise None: score it again."""
+    rows, the classifier whose weights are committed now, the scores' current
+    ``SCORES_VERSION``. Otherwise None: score it again."""
     if "path" not in entry or "published" not in entry:
         return None
     path = Path(entry["path"]).parent / "quality.json"
@@ -84,6 +85,7 @@ def stored_score(entry: dict[str, Any]) -> dict[str, Any] | None:
     q = json.loads(path.read_text())
     _, clf = load_domain_classifier(entry["dataset"])
     if (q.get("samples") != Path(entry["path"]).name or q.get("limit") is not None
+            or q.get("scores_version") != SCORES_VERSION
             or q.get("dataset") != entry["dataset"]
             or q.get("samples_sha256") != entry["published"]["sha256"]
             or q.get("classifier", {}).get("sha256") != clf["sha256"]
@@ -92,10 +94,12 @@ def stored_score(entry: dict[str, Any]) -> dict[str, Any] | None:
     return q
 
 
-def stale_quality_records(root: Path | None = None) -> list[Path]:
-    """Published runs without a current committed score (:func:`stored_score`): the folders
-    ``make quality-records`` scores with ``datalens quality`` before they are committed."""
-    return [Path(p["path"]).parent for p in published_runs(root) if stored_score(p) is None]
+def stale_quality_records(root: Path | None = None, *, every: bool = False) -> list[Path]:
+    """Published runs without a current committed score (:func:`stored_score`; ``every``: all
+    published runs): the folders ``make quality-records [FORCE=1]`` scores with ``datalens
+    quality`` before they are committed."""
+    return [Path(p["path"]).parent for p in published_runs(root)
+            if every or stored_score(p) is None]
 
 
 def score_rows(entries: list[dict[str, Any]], paper: pd.DataFrame) -> list[dict[str, Any]]:
@@ -117,7 +121,7 @@ def score_rows(entries: list[dict[str, Any]], paper: pd.DataFrame) -> list[dict[
                          "source": e["source"] if "source" in e
                          else f"{e['config']}/{e['folder']}",
                          "n": s["n"], "label_agreement": s.get("label_agreement"),
-                         "scored": s.get("git_sha", "now"),
+                         "scored": s.get("git_sha") or "now",
                          "classifier_sha256": s["classifier"]["sha256"][:12]})
     return rows
 
