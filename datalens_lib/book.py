@@ -118,10 +118,7 @@ def run_method(method: str, config: str, profile: str = "smoke", *, seed: int = 
 
     cfg = load_config(config, profile, method=method, **dict(overrides or {}))
     root = (runs_root or book_runs_root()) / ("" if method == "datalens" else method)
-    hashed = cfg.to_dict()
-    if hashed.get("eval_test_limit") is None:  # (the whole test set: cpu and paper runs cached
-        hashed.pop("eval_test_limit", None)  # before the field existed keep their folders)
-    run_dir = root / config / f"{profile}-{params_hash({'config': hashed, 'seed': seed})}"
+    run_dir = root / config / f"{profile}-{params_hash({'config': cfg.to_dict(), 'seed': seed})}"
     run_json = run_dir / "run.json"
     if run_json.exists():
         rec = json.loads(run_json.read_text())

@@ -462,8 +462,7 @@ def evaluate_samples(samples: str | Path, dataset: str, *, epochs: int = 600, lr
                         keep_float_dtype=True)
     if limit is not None:
         x, y = x[:limit], y[:limit]
-    xt, yt = (ds.x_test, ds.y_test) if test_limit is None else (ds.x_test[:test_limit],
-                                                                ds.y_test[:test_limit])
+    xt, yt = ds.x_test[:test_limit], ds.y_test[:test_limit]  # views: None keeps them all
     res = train_classifier(x, y, xt, yt, ds.num_classes, epochs=epochs, lr=lr,
                            batch_size=batch_size, seed=seed, device=device, progress=progress,
                            checkpoint=_eval_checkpoint(Path(samples), seed, lr, limit, pad_to,

@@ -689,3 +689,14 @@ def test_cells_not_at_paper_scale_get_a_command_and_a_measured_cost(tmp_path):
     cmd = book.paper_command("dpgan", "mnist-eps10-large")
     assert "--method dpgan --config mnist-eps10-large --profile paper" in cmd
     assert "--resume" in cmd and "datalens evaluate runs/dpgan/mnist-eps10-large/paper" in cmd
+
+
+def test_the_books_runs_evaluate_with_their_configs_test_limit(tmp_path, monkeypatch):
+    """book.run_method hands the config's eval_test_limit to the evaluation: a smoke cell
+    scores on the first 1,000 real test images and says so (cpu and paper: the whole set)."""
+    from conftest import real_dataset_dir
+
+    monkeypatch.setenv("DATALENS_DATA_DIR", str(real_dataset_dir("mnist").parent))
+    s = book.run_datalens("mnist-eps1", "smoke", runs_root=tmp_path, device="cpu")
+    ev = json.loads((Path(s["run_dir"]) / "eval-2ep.json").read_text())
+    assert ev["test_limit"] == ev["n_test"] == 1000
