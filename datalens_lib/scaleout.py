@@ -26,6 +26,7 @@ import contextlib
 import io
 import itertools
 import json
+import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -182,8 +183,7 @@ def make_executor(executor: str = "local", *, folder: Path | None = None,
                   timeout_min: int = 24 * 60, mem_gb: float | None = None):
     """A submitit executor: ``local`` (one subprocess per job on this machine) or ``slurm``
     (``partition``, ``gpus_per_job`` GPUs, ``cpus_per_job`` CPUs, ``mem_gb``, time limit)."""
-    import submitit
-
+    submitit = _import_submitit()
     choice("executor", executor, EXECUTORS)
     if gpus_per_job < 0 or cpus_per_job < 1 or timeout_min < 1:
         raise ValueError("gpus_per_job must be >= 0, cpus_per_job and timeout_min >= 1")
@@ -203,6 +203,28 @@ def make_executor(executor: str = "local", *, folder: Path | None = None,
         params["slurm_partition"] = partition
     ex.update_parameters(**params)
     return ex
+
+
+def _import_submitit():
+    """Import submitit without letting it reconfigure this process's logging.
+
+    At import, submitit calls ``logging.config.dictConfig``, which closes every handler already
+    configured in the process (``logging.config._clearExistingHandlers``): absl's handler
+    (imported with dp_accounting) then closes the stream it holds — a notebook's or pytest's
+    stderr — and submitit binds its own handlers to whatever ``sys.stdout``/``sys.stderr`` are at
+    that moment. Its documented switch ``SUBMITIT_LOG_LEVEL=NOCONFIG`` skips that; it is set for
+    the import only, and only when the user has not set the variable, so the job subprocesses
+    (fresh processes) log as usual and submitit's warnings here reach the root logger."""
+    if "submitit" in sys.modules or "SUBMITIT_LOG_LEVEL" in os.environ:
+        import submitit
+
+        return submitit
+    os.environ["SUBMITIT_LOG_LEVEL"] = "NOCONFIG"
+    try:
+        import submitit
+    finally:
+        del os.environ["SUBMITIT_LOG_LEVEL"]
+    return submitit
 
 
 def run_jobs(jobs: Sequence[Job], executor: str = "local", *, max_parallel: int = 0,

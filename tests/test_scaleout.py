@@ -5,6 +5,8 @@ finished, outputs go to the configurable results root, and Slurm gets the resour
 import json
 import os
 import stat
+import subprocess
+import sys
 
 import pytest
 from conftest import NOTEBOOK_GROUP
@@ -82,6 +84,32 @@ def test_sweep_trains_a_grid_resumes_and_reports_the_failed_point(tmp_path, resu
     assert main(argv) == 1
     out = capsys.readouterr().out
     assert "0 ran, 2 already finished (skipped), 2 failed" in out
+
+
+IMPORT_KEEPS_LOGGING = """
+import io, logging, sys
+class Closing(logging.StreamHandler):  # as absl's handler: close() closes the stream it holds
+    def close(self):
+        super().close()
+        self.stream.close()
+stream = io.StringIO()
+logging.getLogger("other").addHandler(Closing(stream))
+from datalens_lib import scaleout
+scaleout.make_executor("local", folder=sys.argv[1])
+assert "submitit" in sys.modules
+assert not stream.closed, "importing submitit closed another library's logging stream"
+assert "SUBMITIT_LOG_LEVEL" not in __import__("os").environ
+"""
+
+
+def test_submitit_is_imported_without_closing_other_logging_handlers(tmp_path):
+    """submitit's import-time ``dictConfig`` closed absl's handler, whose stream was pytest's
+    stderr capture: the sweep test failed whenever it was the first to import submitit in its
+    process. A fresh process, so that submitit is not imported yet."""
+    env = {k: v for k, v in os.environ.items() if k != "SUBMITIT_LOG_LEVEL"}
+    proc = subprocess.run([sys.executable, "-c", IMPORT_KEEPS_LOGGING, str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_grid_and_job_validation(tmp_path, results_root):
