@@ -88,11 +88,14 @@ def _summary(run_dir: Path, rec: dict[str, Any], ev: dict[str, Any] | None) -> d
            "hardware": rec["hardware"], "history": rec["history"], "git_sha": rec["git_sha"],
            "dp_guarantee": rec.get("privacy", {}).get("dp_guarantee") or (
                _DATALENS_GUARANTEE if rec.get("method", "datalens") == "datalens" else None),
-           "moment_dtype": cfg.get("moment_dtype"), "neighbouring": _neighbouring(rec)}
+           "moment_dtype": cfg.get("moment_dtype"), "neighbouring": _neighbouring(rec),
+           # DataLens's private aggregator (records before the field: TopAgg)
+           "aggregator": (cfg.get("aggregator", "topagg")
+                          if rec.get("method", "datalens") == "datalens" else None)}
     out["family"] = run_family(out)
     if out["method"] == "gpate" and cfg.get("stop_on") == "data_dependent":
-        # records of the official stopping rule written before methods.gpate.dp_guarantee
-        # named the ledgers at the steps taken as the guarantee: one home for the sentence
+        # a record of the official stopping rule holds the sentence of the code that wrote it
+        # (older ones named a ledger as its guarantee; it has none): one home for the sentence
         from .methods.gpate import GPATEConfig, dp_guarantee
 
         out["dp_guarantee"] = dp_guarantee(GPATEConfig.from_dict(cfg), rec["batch"])
@@ -456,8 +459,9 @@ def stopping_rule_table(root: Path | None = None) -> pd.DataFrame:
     -- or ``data_dependent``, the official code's rule), the steps taken, ε under every ledger
     at those steps, both protocols and the paper's ``tab:image`` value: how much of the gap to
     the paper comes from the stopping rule. Only the sound runs are (ε, δ)-DP at their budget.
-    A ``data_dependent`` run's step count depends on the data, so its ledgers at those steps
-    are only a lower bound; ``cap_<ledger>`` is its guarantee, ε at the rule's cap
+    A ``data_dependent`` run's step count is a function of the clean votes, so it has no DP
+    guarantee: its ledgers at those steps cover the noisy answers only. ``cap_<ledger>`` is ε
+    of the data-independent alternative, always running the rule's cap of steps
     (``methods.gpate.epsilon_at_cap``)."""
     from .methods.gpate import GPATEConfig, epsilon_at_cap
 
@@ -509,10 +513,10 @@ def stopping_rule_paragraph(table: pd.DataFrame) -> str:
         b = base.iloc[0]
         for r in others.itertuples():
             dp = ("a DP guarantee at the budget" if r.stop.startswith("sound") else
-                  f"not DP at the budget: its steps depend on the data, so ε = "
-                  f"{num(getattr(r, 'eps_rdp', None))} (RDP) and "
-                  f"{num(getattr(r, 'eps_pld', None))} (PLD) at those steps is only a lower "
-                  f"bound, and its guarantee is ε at the rule's cap: "
+                  f"no DP guarantee: its number of steps is a function of the clean votes, so "
+                  f"ε = {num(getattr(r, 'eps_rdp', None))} (RDP) and "
+                  f"{num(getattr(r, 'eps_pld', None))} (PLD) at those steps covers the noisy "
+                  f"answers only; always running the rule's cap of steps would be DP at "
                   f"{num(getattr(r, 'cap_rdp', None))} (RDP), "
                   f"{num(getattr(r, 'cap_pld', None))} (PLD)")
             lines.append(f"{config} (seed {seed}), stopped by {r.stop}: {r.steps} steps against "
@@ -531,7 +535,8 @@ def gpate_ledger_steps(profile: str = "paper") -> pd.DataFrame:
     take before ε reaches the budget (``methods.gpate.sound_steps``: ``stop_on="sound"`` with
     that ``conversion``; each step answers B queries of the composed Gaussian mechanism), the
     official cap ``max_steps`` that bounds its data-dependent stopping rule, and ε at that cap
-    (``cap_<ledger>``: the guarantee of a run stopped by that rule) -- from the configs and the
+    (``cap_<ledger>``: the guarantee of a run that always takes the cap; a run stopped by
+    the data-dependent rule has none) -- from the configs and the
     accountant alone, no training."""
     from .data import load_dataset
     from .datalens import query_batch

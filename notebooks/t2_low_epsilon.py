@@ -62,8 +62,9 @@ fig, axes = plt.subplots(1, len(datasets), figsize=(4 * len(datasets), 3), squee
 for ax, ds in zip(axes[0], datasets, strict=True):
     t = table[table["dataset"] == ds]
     ax.plot(t["epsilon"], t["paper"], "o-", label="paper")
-    ax.plot(t["epsilon"], t["ours"], "s-", label="ours (paper protocol)")
-    ax.plot(t["epsilon"], t["ours_clean"], "^--", label="ours (clean protocol)")
+    profiles = ", ".join(sorted(set(t["profile"].dropna()))) or "-"
+    ax.plot(t["epsilon"], t["ours"], "s-", label=f"ours (paper protocol; {profiles})")
+    ax.plot(t["epsilon"], t["ours_clean"], "^--", label=f"ours (clean protocol; {profiles})")
     ax.set_title(ds)
     ax.set_xlabel("ε")
     ax.set_ylabel("test accuracy")

@@ -84,8 +84,8 @@ wide = wide.rename(columns={"ours inception_score": "IS (domain classifier)",
 wide.reset_index().round(3)
 
 # %% [markdown]
-# The real-data row is the real **test** set scored like a generator's samples (the paper
-# reports 9.86 / 9.01 for IS and 1.04 / 1.54 for FID on MNIST / Fashion). `label_agreement`
+# The real-data row is the real **test** set scored like a generator's samples (the paper's
+# own real-data scores are in its `paper IS` and `paper FID` columns). `label_agreement`
 # below is how often the domain classifier assigns a sample its conditioning label.
 
 # %%

@@ -15,6 +15,7 @@ from datalens_lib.data import (
     candidate_dirs,
     fetch_dataset,
     load_dataset,
+    official_split_overlap,
     parse_idx,
     read_idx,
     registry,
@@ -118,10 +119,23 @@ def test_real_idx_datasets(name):
     assert ds.x_train.dtype == np.float32 and ds.y_train.dtype == np.int64
     assert 0.0 <= ds.x_train.min() and ds.x_train.max() == 1.0
     counts = np.bincount(ds.y_train, minlength=10).tolist()
+    overlap = official_split_overlap(ds.y_train)
     if name == "mnist":
         assert counts == [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
+        # the official split: 6,000 draws per class; the shortfalls below 6,000 are read twice
+        assert overlap == {"draws_per_class": 6000, "smallest": 5421, "largest": 6742,
+                           "duplicated": 1138, "unused": 1138}
     else:
         assert counts == [6000] * 10
+        assert overlap["duplicated"] == overlap["unused"] == 0
+
+
+def test_official_split_overlap_counts_each_class():
+    labels = np.array([0] * 5 + [1] * 2 + [2] * 2)  # 3 draws per class
+    assert official_split_overlap(labels) == {"draws_per_class": 3, "smallest": 2, "largest": 5,
+                                              "duplicated": 2, "unused": 2}
+    with pytest.raises(ValueError, match="non-empty 1-D"):
+        official_split_overlap(np.zeros((2, 2)))
 
 
 # ---------------------------------------------------------------- CelebA / Places / CIFAR

@@ -1,7 +1,13 @@
 """Datasets: IDX reader, registry with checksummed loaders, and the teacher partition."""
 
 from .idx import DatasetFileError, parse_idx, read_idx
-from .partition import NEIGHBOURING, PARTITIONS, partition, teacher_partition
+from .partition import (
+    NEIGHBOURING,
+    PARTITIONS,
+    official_split_overlap,
+    partition,
+    teacher_partition,
+)
 from .registry import (
     ENV_VAR,
     REGISTRY,
@@ -28,6 +34,7 @@ __all__ = [
     "fetch_dataset",
     "get_spec",
     "load_dataset",
+    "official_split_overlap",
     "parse_idx",
     "partition",
     "read_idx",

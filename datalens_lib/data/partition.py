@@ -77,6 +77,24 @@ def partition(labels: np.ndarray, n_teachers: int, seed: int) -> np.ndarray:
     return np.ascontiguousarray(parts[teacher_order]).astype(np.int64)
 
 
+def official_split_overlap(labels: np.ndarray) -> dict[str, int]:
+    """What the official code's split does to these ``labels``: it draws ``n / C`` records of
+    each of the ``C`` classes, dealt round-robin to the teachers, and a class with fewer records
+    wraps back to its start (so its first records sit in two partitions) while a class with more
+    keeps the rest unused. Returns ``draws_per_class``, the ``smallest`` and ``largest`` class,
+    the ``duplicated`` records (each in two partitions: one changes two teachers' votes) and the
+    ``unused`` ones. Shown in T1; :func:`partition` here is disjoint instead."""
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or len(labels) == 0:
+        raise ValueError(f"labels must be a non-empty 1-D array, got shape {labels.shape}")
+    counts = np.unique(labels, return_counts=True)[1]
+    draws = len(labels) // len(counts)
+    return {"draws_per_class": int(draws), "smallest": int(counts.min()),
+            "largest": int(counts.max()),
+            "duplicated": int(np.clip(draws - counts, 0, None).sum()),
+            "unused": int(np.clip(counts - draws, 0, None).sum())}
+
+
 def shuffled_partition(n: int, n_teachers: int, seed: int) -> np.ndarray:
     """G-PATE's split: shuffle the ``n`` record indices, cut them into ``n_teachers``
     contiguous, disjoint, equal parts (the ``n mod N`` left over are dropped). Returns int64

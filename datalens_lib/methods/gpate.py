@@ -154,11 +154,14 @@ def sound_steps(cfg: GPATEConfig, batch: int, conversion: str | None = None) -> 
 
 
 def epsilon_at_cap(cfg: GPATEConfig, batch: int) -> dict[str, float]:
-    """ε under each data-independent ledger after ``max_steps`` steps of ``batch`` queries.
+    """ε under each data-independent ledger after ``max_steps`` steps of ``batch`` queries:
+    the guarantee of a run that always takes the official cap of ``max_steps`` steps (a
+    data-independent stop).
 
-    The official stopping rule (``stop_on="data_dependent"``) picks the number of steps from
-    the votes, so the ledgers' ε at the steps a run took is no guarantee (a lower bound on
-    what it spent); every run of that rule stops by ``max_steps``, so ε there is one."""
+    It is *not* a guarantee for the official stopping rule (``stop_on="data_dependent"``): that
+    rule picks the number of steps from the clean votes, a function of the private data and not
+    of the noisy answers, so the released generator is not post-processing of the answers and
+    no ledger over them bounds what it reveals."""
     if cfg.max_steps is None:
         raise ValueError("epsilon_at_cap needs max_steps (the data-dependent rule's cap)")
     z = noise_multiplier(cfg)
@@ -174,10 +177,12 @@ def dp_guarantee(cfg: GPATEConfig, batch: int) -> str:
     if cfg.stop_on == "sound":
         return f"epsilon under paper, rdp and pld (data-independent); {dd}"
     cap = epsilon_at_cap(cfg, batch)
-    return ("the official stopping rule chose the number of steps from the votes, so the "
-            "data-independent ledgers at the steps taken are not a guarantee (only a lower "
-            f"bound); the guarantee is their value at the cap of {cfg.max_steps} steps: "
-            + ", ".join(f"{c} {v:.4g}" for c, v in cap.items()) + f"; {dd}")
+    return ("no DP guarantee: the official stopping rule chose the number of steps from the "
+            "clean votes (a function of the private data, not of the noisy answers), so the "
+            "released generator is not post-processing of a DP release, and the "
+            "data-independent ledgers at the steps taken are not a guarantee (they cover the "
+            f"noisy answers only); always running the cap of {cfg.max_steps} steps would be "
+            "DP at " + ", ".join(f"{c} {v:.4g}" for c, v in cap.items()) + f"; {dd}")
 
 
 class GPATE(DataLens):
