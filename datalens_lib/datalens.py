@@ -195,6 +195,7 @@ class DataLens:
         x, y = ds.x_train, ds.y_train
         if cfg.train_limit is not None:
             x, y = x[: cfg.train_limit], y[: cfg.train_limit]
+        self.n_private = len(y)  # the private records (the run record's privacy.records)
         self.shape, self.y_dim = ds.shape, ds.num_classes
         self.d = int(np.prod(self.shape))
         self.parts = torch.from_numpy(self._partition(y)).to(self.device)

@@ -54,6 +54,10 @@ def test_resume_after_an_interruption_gives_the_same_run(name, tmp_path, mnist_d
     _assert_same_run(whole, rec, tmp_path / "a", tmp_path / "b", name)
     assert rec["privacy"]["dp_guarantee"] and json.loads(
         (tmp_path / "b" / "run.json").read_text())["status"] == "complete"
+    if name != "dcgan":  # the private records the guarantee is about (smoke: train_limit)
+        cfg = _method(name, mnist_dir).cfg
+        assert rec["privacy"]["records"] == cfg.train_limit > 0
+        assert "delta_note" not in rec["privacy"]  # 1e-5 < 1/n
     _assert_event_is_the_ledger(name, rec)
 
 

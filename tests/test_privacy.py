@@ -303,3 +303,16 @@ def test_largest_within_allows_exactly_the_upper_limit():
     assert _largest_within(lambda t: float(t), 0.5, upper_limit=2**40) == 0
     with pytest.raises(ValueError, match="more than 1024 queries"):
         _largest_within(lambda t: float(t), 2000.0, upper_limit=2**10)
+
+
+def test_delta_note_only_when_delta_is_not_below_one_over_n():
+    from datalens_lib.privacy.accountant import delta_note
+
+    assert delta_note(1e-5, 60_000) is None and delta_note(1e-5, 99_999) is None
+    note = delta_note(1e-5, 162_770)  # CelebA's training set at the paper's delta
+    assert note.startswith("delta = 1e-05 is not below 1/n = 6.14e-06 for these 162770")
+    assert "about 1.6 records in all" in note
+    assert delta_note(1e-5, 100_000) is not None  # delta = 1/n exactly: not below
+    with pytest.raises(ValueError, match="n must be"):
+        delta_note(1e-5, 0)
+

@@ -237,7 +237,7 @@ class DPGAN:
         x, y = ds.x_train, ds.y_train
         if cfg.train_limit is not None:
             x, y = x[: cfg.train_limit], y[: cfg.train_limit]
-        self.n = len(x)
+        self.n = self.n_private = len(x)
         if cfg.batch_size > self.n:
             raise ValueError(f"batch_size {cfg.batch_size} exceeds the {self.n} training images")
         if cfg.delta >= 1 / self.n:

@@ -33,6 +33,7 @@ import torch
 from tqdm import tqdm
 
 from ..ensemble import conv_layout
+from ..privacy.accountant import delta_note
 from ..provenance import atomic_save, atomic_write_json, git_sha, peak_rss_gib, provenance
 
 SAMPLE_SEED_OFFSET = 4  # the sampling generator is seeded with seed + 4 (DataLens's streams)
@@ -294,6 +295,11 @@ class Run:
                 "for inspection, not release; the sampling and noise come from seeded, "
                 "non-cryptographic generators whose seed this record names (reproducibility): "
                 "a release would keep the seed secret")
+            n = getattr(m, "n_private", None)  # the private records the guarantee is about
+            if n is not None and rec["delta"] is not None:
+                rec["privacy"]["records"] = n
+                if (note := delta_note(rec["delta"], n)) is not None:
+                    rec["privacy"]["delta_note"] = note
         if m.device.type == "cuda":
             rec["cuda_peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
         rec.update(provenance())
