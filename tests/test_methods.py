@@ -311,10 +311,13 @@ def test_gpate_keeps_the_official_ledger_and_can_stop_on_it(tmp_path, mnist_dir)
     assert cap["pld"] >= rec["epsilon"]["pld"]
     g = rec["privacy"]["dp_guarantee"]
     assert g.startswith("no DP guarantee") and "cap of 20 steps would be DP" in g
+    assert "scope" not in rec["privacy"]  # no guarantee, so nothing it would cover
     assert f"pld {cap['pld']:.4g}" in g and "not a guarantee" in g
-    sound = Run(_method("gpate", mnist_dir), tmp_path / "c", checkpoint_every=0,
-                progress=False).run()["privacy"]["dp_guarantee"]
+    sound_privacy = Run(_method("gpate", mnist_dir), tmp_path / "c", checkpoint_every=0,
+                        progress=False).run()["privacy"]
+    sound = sound_privacy["dp_guarantee"]
     assert sound.startswith("epsilon under paper, rdp and pld") and "cap" not in sound
+    assert "scope" in sound_privacy
     with pytest.raises(ValueError, match="stop_on must be one of"):
         load_config("mnist-eps1", "smoke", method="gpate", stop_on="never")
 

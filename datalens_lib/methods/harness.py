@@ -287,15 +287,17 @@ class Run:
             "history": m.history,
         }
         rec.update(m.record())
-        if "privacy" in rec and rec["privacy"].get("dp_guarantee") != "none":
-            rec["privacy"]["scope"] = (
-                "the guarantee covers what the mechanism releases: the generator and its "
-                "samples; this record's training diagnostics (losses on real data, batch sizes, "
-                "data-dependent epsilon) are computed from private data without noise and are "
-                "for inspection, not release; the sampling and noise come from seeded, "
-                "non-cryptographic generators whose seed this record names (reproducibility): "
-                "a release would keep the seed secret")
-            n = getattr(m, "n_private", None)  # the private records the guarantee is about
+        guarantee = rec.get("privacy", {}).get("dp_guarantee", "none")
+        if "privacy" in rec and guarantee != "none":
+            if not guarantee.startswith("no DP guarantee"):  # (G-PATE's data-dependent stop)
+                rec["privacy"]["scope"] = (
+                    "the guarantee covers what the mechanism releases: the generator and its "
+                    "samples; this record's training diagnostics (losses on real data, batch "
+                    "sizes, data-dependent epsilon) are computed from private data without "
+                    "noise and are for inspection, not release; the sampling and noise come "
+                    "from seeded, non-cryptographic generators whose seed this record names "
+                    "(reproducibility): a release would keep the seed secret")
+            n = getattr(m, "n_private", None)  # the private records of the run's dataset
             if n is not None and rec["delta"] is not None:
                 rec["privacy"]["records"] = n
                 if (note := delta_note(rec["delta"], n)) is not None:
