@@ -322,6 +322,16 @@ def test_committed_runs_table_lists_every_run_with_its_hardware():
         assert (table["ours_clean"] <= table["ours"]).all()
 
 
+def test_run_summaries_name_the_aggregator():
+    """T6 sets only TopAgg runs beside the paper's TopAgg time: the summary names each DataLens
+    run's aggregator (records before the field: TopAgg) and none for another method."""
+    runs = {Path(r["run_dir"]).name: r["aggregator"]
+            for r in book.committed_runs() if r["config"] == "mnist-eps1"}
+    assert runs["paper"] == "topagg" and runs["paper-cpu-d2pfed-coded"] == "d2pfed-coded"
+    assert runs["paper-cpu-fetchsgd-sound"] == "fetchsgd-sound"
+    assert {r["aggregator"] for r in book.committed_runs(method="gpate")} == {None}
+
+
 def test_reference_results_take_the_longest_schedule(tmp_path):
     d = tmp_path / "reference" / "mnist"
     d.mkdir(parents=True)
