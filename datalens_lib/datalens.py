@@ -448,6 +448,13 @@ class DataLens:
                 f"change the votes of {coupled} teachers, not one; the vote sum's sensitivity "
                 f"is then up to {coupled} x 2 sqrt(k), and epsilon['coupled_rdp'] is the "
                 "ledger at that sensitivity (the only DP guarantee of this run)")
+        # the keys of eps that are a DP guarantee (harness.check_dp_ledgers): the
+        # data-independent ledgers, less the official charge where it is below the sound
+        # sensitivity; with shared Adam state, only the coupled ledger
+        dp = [c for c in eps if c != "data_dependent"]
+        if cfg.aggregator != "topagg" and not self.acc.sound_charge:
+            dp.remove("paper")
+        rec["privacy"]["dp_ledgers"] = ["coupled_rdp"] if cfg.adam_slots is not None else dp
         if cfg.init_slots is not None:
             rec["note_init"] = (f"teachers initialised from {cfg.init_slots} distinct draws "
                                 "(teacher t from teacher t mod init_slots; data-independent, "

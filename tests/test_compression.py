@@ -436,6 +436,9 @@ def test_datalens_trains_with_every_compressor(tmp_path):
         assert priv["mechanism"] == name and priv["z_sound"] > 0
         assert "data_dependent" not in rec["epsilon"]
         assert rec["epsilon"]["paper"] > 0 and rec["epsilon"]["rdp"] > 0
+        # the paper ledger is a guarantee only where its charge is at least the sound one
+        assert priv["dp_ledgers"] == (["rdp", "pld"] if name == "fetchsgd-coded" else
+                                      ["paper", "rdp", "pld"])
         if name == "fetchsgd-coded":
             assert "NOT a DP guarantee" in priv["dp_guarantee"]
             assert rec["epsilon"]["rdp"] > 10 * rec["epsilon"]["paper"]  # (10 teachers)

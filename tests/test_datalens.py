@@ -259,6 +259,7 @@ def test_official_teacher_slots_run_and_say_what_they_cost(tmp_path, mnist_dir):
                           device="cpu", profile="smoke").run()
     assert rec["steps"] == 1
     assert "NOT the ledgers above" in rec["privacy"]["dp_guarantee"]
+    assert rec["privacy"]["dp_ledgers"] == ["coupled_rdp"]
     coupled = topagg_epsilon(rec["queries"], cfg.k * 4, cfg.sigma, cfg.delta, "rdp")
     assert rec["epsilon"]["coupled_rdp"] == pytest.approx(coupled)  # 2 teachers per slot
     assert rec["epsilon"]["coupled_rdp"] > rec["epsilon"]["rdp"]

@@ -555,6 +555,7 @@ def test_cli_dpsgd_smoke_records_resume_and_ledgers(tmp_path, capsys):
         assert r["steps"] == 3 and r["git_sha"] and r["profile"] == "smoke"
         assert r["sample_rate"] == 64 / 2048  # Poisson at exactly the accounted rate
         assert r["epsilon"]["opacus_hook_rdp"] == pytest.approx(r["epsilon"]["rdp"], rel=1e-6)
+        assert sorted(r["privacy"]["dp_ledgers"]) == sorted(r["epsilon"])  # data-independent
         assert r["privacy"]["sensitivity"] == pytest.approx(math.sqrt(0.7) * r["config"][
             "max_grad_norm"])
         # the record's event is the mechanism: Opacus's orders give its rdp ledger again
@@ -588,6 +589,7 @@ def test_cli_dpsgd_smoke_records_resume_and_ledgers(tmp_path, capsys):
            for p in (tmp_path / "ctl").glob("*/seed0.json")}
     assert len(ctl) == 5
     assert ctl["control-k0.8-eps1-topk-sgd"]["epsilon"] is None
+    assert ctl["control-k0.8-eps1-topk-sgd"]["privacy"]["dp_ledgers"] == []  # no noise
     assert ctl["control-k0.8-eps1-topagg"]["privacy"]["noise_std"] == pytest.approx(
         ctl["control-k0.8-eps1-gm-dp"]["privacy"]["noise_std"] * math.sqrt(0.8))
 

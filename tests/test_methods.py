@@ -54,6 +54,12 @@ def test_resume_after_an_interruption_gives_the_same_run(name, tmp_path, mnist_d
     _assert_same_run(whole, rec, tmp_path / "a", tmp_path / "b", name)
     assert rec["privacy"]["dp_guarantee"] and json.loads(
         (tmp_path / "b" / "run.json").read_text())["status"] == "complete"
+    # which ε are a DP guarantee, as data: the data-independent ledgers, none for DC-GAN
+    # (DataLens and G-PATE also record a data-dependent ε, which is not one)
+    expected = {"dcgan": [], "dpgan": ["paper", "rdp", "prv", "pld"]}.get(
+        name, ["paper", "rdp", "pld"])
+    assert rec["privacy"]["dp_ledgers"] == expected
+    assert ("scope" in rec["privacy"]) == bool(expected)  # what a guarantee covers
     if name != "dcgan":  # the private records the guarantee is about (smoke: train_limit)
         cfg = _method(name, mnist_dir).cfg
         assert rec["privacy"]["records"] == cfg.train_limit > 0
@@ -155,6 +161,21 @@ def test_bad_input_is_refused_with_the_valid_choices(tmp_path, mnist_dir, capsys
         _method("datalens", mnist_dir, epsilon=1e-3)
     with pytest.raises(ValueError, match="batch_size 64 exceeds the 10 training images"):
         _method("dcgan", mnist_dir, train_limit=10)
+
+
+def test_a_record_must_say_which_ledgers_are_a_guarantee():
+    """harness.check_dp_ledgers: a private record without ``dp_ledgers``, or naming a ledger
+    its ``epsilon`` lacks, is refused (the scope and the book read the field)."""
+    from datalens_lib.methods.harness import check_dp_ledgers
+
+    eps = {"paper": 1.0, "rdp": 1.1, "data_dependent": 0.3}
+    assert check_dp_ledgers({"dp_ledgers": ["rdp"]}, eps, "m") == ["rdp"]
+    assert check_dp_ledgers({"dp_ledgers": []}, {}, "m") == []
+    assert check_dp_ledgers(None, None, "m") == []
+    with pytest.raises(ValueError, match="must state privacy\\['dp_ledgers'\\]"):
+        check_dp_ledgers({"dp_guarantee": "epsilon under rdp"}, eps, "m")
+    with pytest.raises(ValueError, match="names \\['pld'\\]"):
+        check_dp_ledgers({"dp_ledgers": ["rdp", "pld"]}, eps, "m")
 
 
 def test_dcgan_is_recorded_as_non_private(tmp_path, mnist_dir):
@@ -312,6 +333,7 @@ def test_gpate_keeps_the_official_ledger_and_can_stop_on_it(tmp_path, mnist_dir)
     g = rec["privacy"]["dp_guarantee"]
     assert g.startswith("no DP guarantee") and "cap of 20 steps would be DP" in g
     assert "scope" not in rec["privacy"]  # no guarantee, so nothing it would cover
+    assert rec["privacy"]["dp_ledgers"] == [] and rec["privacy"]["records"] == m.cfg.train_limit
     assert f"pld {cap['pld']:.4g}" in g and "not a guarantee" in g
     sound_privacy = Run(_method("gpate", mnist_dir), tmp_path / "c", checkpoint_every=0,
                         progress=False).run()["privacy"]

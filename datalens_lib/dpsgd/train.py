@@ -462,6 +462,7 @@ def train_dpsgd_with_prefixes(cfg: DPSGDConfig, prefixes: Any = (), *, seed: int
         if private:
             rec["epsilon"] = dpsgd_ledgers(end, q, c.sigma, c.delta)
             rec["epsilon"]["opacus_hook_rdp"] = last.opacus_epsilon
+            rec["privacy"]["dp_ledgers"] = list(rec["epsilon"])
             rec["privacy"]["dp_guarantee"] = (
                 "every ledger is a data-independent DP guarantee (prv and pld are the "
                 "tightest), up to floating-point and PRNG attacks (secure_mode off, as "
@@ -470,6 +471,7 @@ def train_dpsgd_with_prefixes(cfg: DPSGDConfig, prefixes: Any = (), *, seed: int
         else:
             rec["epsilon"] = None
             rec["privacy"]["dp_guarantee"] = "none (no noise)"
+            rec["privacy"]["dp_ledgers"] = []
         return rec
 
     derived = []

@@ -87,7 +87,7 @@ from ..config import config_from_dict
 from ..data import load_dataset
 from ..models import DF_DIM, DFC_DIM, KERNEL, Generator, cond_concat, same_pad
 from ..privacy.accountant import _largest_within
-from ..privacy.subsampled import dpsgd_epsilon, dpsgd_event, dpsgd_ledgers
+from ..privacy.subsampled import LEDGERS, dpsgd_epsilon, dpsgd_event, dpsgd_ledgers
 
 
 @dataclass(frozen=True)
@@ -516,5 +516,6 @@ class DPGAN:
                 "neighbouring": "add or remove one record",
                 "event": repr(dpsgd_event(self.q, self.sigma, self.d_steps)),
                 "dp_guarantee": "epsilon under every ledger (data-independent)",
+                "dp_ledgers": list(LEDGERS),
             },
         }

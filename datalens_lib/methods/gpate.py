@@ -265,9 +265,10 @@ class GPATE(DataLens):
 
     def record(self) -> dict[str, Any]:
         cfg = self.cfg
+        eps = self.epsilon_spent()
         return {
             "conversion": cfg.conversion,
-            "epsilon": self.epsilon_spent(), "stop_on": cfg.stop_on,
+            "epsilon": eps, "stop_on": cfg.stop_on,
             "queries": self.acc.queries, "batch": self.batch, "teachers": cfg.teachers,
             "per_teacher": self.per_teacher, "teacher_parameters": self.ens.num_parameters,
             "privacy": {
@@ -281,5 +282,8 @@ class GPATE(DataLens):
                 "event": repr(self.acc.event()),
                 "neighbouring": NEIGHBOURING["shuffled"],
                 "dp_guarantee": dp_guarantee(cfg, self.batch),
+                # the data-independent ledgers, and none after the data-dependent stop
+                "dp_ledgers": ([c for c in eps if c != "data_dependent"]
+                               if cfg.stop_on == "sound" else []),
             },
         }

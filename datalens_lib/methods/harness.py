@@ -54,7 +54,9 @@ class Method(Protocol):
     state written with another config or seed.
     ``record()``: the method's own part of ``run.json``: ``epsilon`` (ε under each ledger),
     ``privacy`` (mechanism, sensitivity, neighbouring relation, accountant, which ledger is a
-    DP guarantee) and anything else it measures.
+    DP guarantee: ``dp_guarantee`` in words and ``dp_ledgers``, the keys of ``epsilon`` that
+    are a DP guarantee, empty for a non-private run or one without a guarantee) and anything
+    else it measures.
     """
 
     name: str
@@ -83,6 +85,23 @@ class Method(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
     def record(self) -> dict[str, Any]: ...
+
+
+def check_dp_ledgers(privacy: dict[str, Any] | None, epsilon: dict[str, float] | None,
+                     method: str) -> list[str]:
+    """A method record's ``privacy.dp_ledgers`` (which ε are a DP guarantee), checked: every
+    key names a ledger of the record's ``epsilon``; a record without ``privacy`` has none."""
+    if privacy is None:
+        return []
+    dp = privacy.get("dp_ledgers")
+    if not isinstance(dp, list):
+        raise ValueError(f"{method}'s record() must state privacy['dp_ledgers'] (the keys of "
+                         "epsilon that are a DP guarantee; [] for none)")
+    unknown = [c for c in dp if c not in (epsilon or {})]
+    if unknown:
+        raise ValueError(f"{method}'s privacy['dp_ledgers'] names {unknown}, which are not "
+                         f"ledgers of its epsilon ({sorted(epsilon or {})})")
+    return dp
 
 
 class SnapshotMethod(Method, Protocol):
@@ -287,10 +306,11 @@ class Run:
             "history": m.history,
         }
         rec.update(m.record())
-        guarantee = rec.get("privacy", {}).get("dp_guarantee", "none")
-        if "privacy" in rec and guarantee != "none":
-            if not guarantee.startswith("no DP guarantee"):  # (G-PATE's data-dependent stop)
-                rec["privacy"]["scope"] = (
+        privacy = rec.get("privacy")
+        dp = check_dp_ledgers(privacy, rec.get("epsilon"), m.name)
+        if privacy is not None:
+            if dp:  # (none: a non-private run, or G-PATE's data-dependent stop)
+                privacy["scope"] = (
                     "the guarantee covers what the mechanism releases: the generator and its "
                     "samples; this record's training diagnostics (losses on real data, batch "
                     "sizes, data-dependent epsilon) are computed from private data without "
@@ -299,9 +319,9 @@ class Run:
                     "(reproducibility): a release would keep the seed secret")
             n = getattr(m, "n_private", None)  # the private records of the run's dataset
             if n is not None and rec["delta"] is not None:
-                rec["privacy"]["records"] = n
+                privacy["records"] = n
                 if (note := delta_note(rec["delta"], n)) is not None:
-                    rec["privacy"]["delta_note"] = note
+                    privacy["delta_note"] = note
         if m.device.type == "cuda":
             rec["cuda_peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
         rec.update(provenance())
