@@ -432,7 +432,8 @@ class DataLens:
                                         "release"},
         }
         if cfg.aggregator != "topagg":
-            rec["privacy"] = {**self.agg.describe(self.d, cfg.teachers),
+            rec["privacy"] = {**self.agg.describe(
+                self.d, cfg.teachers, tuple(c for c in eps if c != "data_dependent")),
                               "neighbouring": rec["privacy"]["neighbouring"],
                               "z_charged": self.acc.z_charged, "z_sound": self.acc.z_sound,
                               "event": repr(self.acc.event())}  # the sound ledger's

@@ -129,8 +129,9 @@ if len(at_scale):
 #    uses batch statistics (`datalens.sample_generator`). The paper text's ε = 10 settings
 #    differ from the README's, so they run as a variant.
 #
-# The official partition also differs from ours. It draws n / 10 records of each class, deals
-# them round-robin and wraps a class that runs out back to its start: the first records of the
+# The official partition also differs from ours. It draws n / 10 records of each class, taking
+# the classes in turn, cuts that sequence into one consecutive part per teacher, and wraps a
+# class that runs out back to its start: the first records of the
 # smaller classes sit in two partitions, so each of them changes two teachers' votes, and the
 # last records of the larger classes are never used (counted from the data below,
 # `data.official_split_overlap`). Ours is disjoint (`data.partition`).

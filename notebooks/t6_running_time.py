@@ -71,7 +71,8 @@ table
 # ## The paper's T4 column beside ours, per device
 #
 # Seconds per generator step of MNIST ε = 1 at the paper's 4000 teachers: the paper's Tesla T4
-# figure, every committed paper-setting run (with the device it ran on) and the paper-size
+# figure, every committed paper-setting TopAgg run (with the device it ran on; the other
+# aggregators beside their own `tab:time` rows below) and the paper-size
 # ensemble timed by `benchmarks/bench_ensemble.py` (teacher work only: no fakes, TopAgg or
 # generator step). Different hardware and implementations: a ratio, not a verdict.
 

@@ -296,6 +296,10 @@ def test_fetchsgd_coded_charge_is_not_a_valid_bound():
                                agg.noise_multiplier(d, n), 1e-5)
     assert not acc.sound_charge
     assert "NOT a DP guarantee" in agg.describe(d, n)["dp_guarantee"]
+    # it names only the sound ledgers the record holds (pld is skipped at a small z)
+    assert agg.describe(d, n, ("paper", "rdp"))["dp_guarantee"].startswith(
+        "epsilon under rdp only: the paper ledger")
+    assert agg.describe(d, n)["dp_guarantee"].startswith("epsilon under rdp, pld only")
 
 
 def test_noise_goes_where_each_variant_says():

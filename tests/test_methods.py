@@ -165,7 +165,8 @@ def test_bad_input_is_refused_with_the_valid_choices(tmp_path, mnist_dir, capsys
 
 def test_a_record_must_say_which_ledgers_are_a_guarantee():
     """harness.check_dp_ledgers: a private record without ``dp_ledgers``, or naming a ledger
-    its ``epsilon`` lacks, is refused (the scope and the book read the field)."""
+    its ``epsilon`` lacks or the data-dependent one, is refused (the harness gives the
+    guarantee's scope from it)."""
     from datalens_lib.methods.harness import check_dp_ledgers
 
     eps = {"paper": 1.0, "rdp": 1.1, "data_dependent": 0.3}
@@ -176,6 +177,8 @@ def test_a_record_must_say_which_ledgers_are_a_guarantee():
         check_dp_ledgers({"dp_guarantee": "epsilon under rdp"}, eps, "m")
     with pytest.raises(ValueError, match="names \\['pld'\\]"):
         check_dp_ledgers({"dp_ledgers": ["rdp", "pld"]}, eps, "m")
+    with pytest.raises(ValueError, match="data_dependent"):
+        check_dp_ledgers({"dp_ledgers": ["rdp", "data_dependent"]}, eps, "m")
 
 
 def test_dcgan_is_recorded_as_non_private(tmp_path, mnist_dir):

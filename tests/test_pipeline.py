@@ -281,10 +281,12 @@ def test_run_record_says_what_ran(tmp_path, mnist_dir, monkeypatch):
     assert t["train_seconds"] < t["wall_seconds_last_call"]
     assert rec["samples"] == {"file": "samples.npz", "n": 20, "dtype": "float16"}
     assert {k: v for k, v in rec["privacy"].items()
-            if k not in ("scope", "event", "records")} == PRIVACY_TEXT
+            if k not in ("scope", "event", "records", "dp_ledgers")} == PRIVACY_TEXT
+    assert rec["privacy"]["dp_ledgers"] == ["paper", "rdp", "pld"]  # not data_dependent
     # the private records: what the teachers split, the n mod N left-over included
-    n_used = rec["per_teacher"] * rec["teachers"]
-    assert n_used <= rec["privacy"]["records"] < n_used + rec["teachers"]
+    assert rec["privacy"]["records"] == 180 == rec["per_teacher"] * rec["teachers"]
+    odd = pinned(tmp_path / "odd", mnist_dir, train_limit=185)  # 185 mod 6 = 5 left over
+    assert (odd.per_teacher, odd.n_private) == (30, 185)
     # the mechanism as an event: 30 Gaussian queries of noise multiplier sigma / 2 sqrt(k)
     assert rec["privacy"]["event"] == repr(dp_accounting.SelfComposedDpEvent(
         dp_accounting.GaussianDpEvent(noise_multiplier(cfg.k, cfg.sigma)), 30))

@@ -85,11 +85,14 @@ class Aggregator(ABC):
         """The L2 sensitivity the official code's ledger assumes (the ``paper`` ledger)."""
         return self.sensitivity(d, n_teachers)
 
-    def describe(self, d: int, n_teachers: int) -> dict[str, str]:
+    def describe(self, d: int, n_teachers: int,
+                 ledgers: tuple[str, ...] = ("paper", "rdp", "pld")) -> dict[str, str]:
         """The privacy facts of this aggregator for ``run.json`` (subclasses add the
-        mechanism's name and the reasoning)."""
+        mechanism's name and the reasoning); ``ledgers``: those the run's record holds
+        (``pld`` is skipped below ``PLD_MIN_Z``)."""
         sound, charged = self.sensitivity(d, n_teachers), self.charged_sensitivity(d, n_teachers)
         ok = charged >= sound * (1 - 1e-12)
+        held = ", ".join(c for c in ledgers if ok or c != "paper")
         return {
             "mechanism": self.name,
             "sensitivity": f"L2 {sound:.6g} per query (sound; see datalens_lib.aggregation."
@@ -97,8 +100,8 @@ class Aggregator(ABC):
             "accountant": f"paper: Gaussian RDP with the official charge (sensitivity "
                           f"{charged:.6g}), Mironov Prop. 3 on the official orders; rdp, pld: "
                           f"the sound sensitivity, dp-accounting",
-            "dp_guarantee": "epsilon under paper, rdp and pld" if ok else
-                            "epsilon under rdp and pld only: the paper ledger charges less "
+            "dp_guarantee": f"epsilon under {held}" if ok else
+                            f"epsilon under {held} only: the paper ledger charges less "
                             "than the sound sensitivity and is NOT a DP guarantee",
         }
 

@@ -78,15 +78,16 @@ def partition(labels: np.ndarray, n_teachers: int, seed: int) -> np.ndarray:
 
 
 def official_split_overlap(labels: np.ndarray) -> dict[str, int]:
-    """What the official code's split does to these ``labels``: it draws ``n / C`` records of
-    each of the ``C`` classes present, dealt round-robin to the teachers, and a class with fewer
-    records wraps back to its start (so its first records sit in more than one partition) while
-    a class with more keeps the rest unused. Returns ``draws_per_class``, the ``smallest`` and
-    ``largest`` class, ``duplicated`` (draws of a record already drawn: such a record changes
-    more than one teacher's votes) and the ``unused`` records. Exact when the teachers divide
-    ``n`` and the classes divide the draws (MNIST and Fashion-MNIST at the paper's teacher
-    counts); otherwise the official code gives the remainder draws to the lowest classes.
-    Shown in T1; :func:`partition` here is disjoint instead."""
+    """What the official code's split does to these ``labels``: it draws ``n / C`` records of each
+    of the ``C`` classes present, one class after the other in turn (a record of class 0, one of
+    class 1, ...), and cuts that sequence into consecutive equal parts, one per teacher; a class
+    with fewer records wraps back to its start (so its first records sit in more than one
+    partition) while a class with more keeps the rest unused. Returns ``draws_per_class``, the
+    ``smallest`` and ``largest`` class, ``duplicated`` (draws of a record already drawn: such a
+    record changes more than one teacher's votes) and the ``unused`` records. Exact when the
+    teachers divide ``n`` and the classes divide the draws (MNIST and Fashion-MNIST at the
+    paper's teacher counts); otherwise the official code gives the remainder draws to the lowest
+    classes. Shown in T1; :func:`partition` here is disjoint instead."""
     labels = np.asarray(labels)
     if labels.ndim != 1 or len(labels) == 0:
         raise ValueError(f"labels must be a non-empty 1-D array, got shape {labels.shape}")

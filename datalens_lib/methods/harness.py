@@ -90,13 +90,17 @@ class Method(Protocol):
 def check_dp_ledgers(privacy: dict[str, Any] | None, epsilon: dict[str, float] | None,
                      method: str) -> list[str]:
     """A method record's ``privacy.dp_ledgers`` (which ε are a DP guarantee), checked: every
-    key names a ledger of the record's ``epsilon``; a record without ``privacy`` has none."""
+    key names a ledger of the record's ``epsilon``, never the data-dependent one; a record
+    without ``privacy`` has none."""
     if privacy is None:
         return []
     dp = privacy.get("dp_ledgers")
     if not isinstance(dp, list):
         raise ValueError(f"{method}'s record() must state privacy['dp_ledgers'] (the keys of "
                          "epsilon that are a DP guarantee; [] for none)")
+    if "data_dependent" in dp:  # a function of the clean votes: never a DP guarantee
+        raise ValueError(f"{method}'s privacy['dp_ledgers'] names the data_dependent epsilon, "
+                         "which is not a DP guarantee")
     unknown = [c for c in dp if c not in (epsilon or {})]
     if unknown:
         raise ValueError(f"{method}'s privacy['dp_ledgers'] names {unknown}, which are not "
