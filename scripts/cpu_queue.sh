@@ -90,6 +90,11 @@ JOBS=(
   "gpate mnist-eps10 cpu 30" "gpate fashion-mnist-eps10 cpu 30"
   "dpgan mnist-eps1-large cpu 30" "dpgan fashion-mnist-eps1-large cpu 30"
   "dpgan mnist-eps10-large cpu 30" "dpgan fashion-mnist-eps10-large cpu 30"
+  # issue 10: G-PATE eps = 1 at its cpu profile with snapshots, T2's G-PATE budgets
+  # (configs/gpate/*.json say what the cpu profiles change; 2026-11-29: moved up from after the
+  # DP-SGD jobs, so that issue 10's cells come before issue 12's)
+  "gpate mnist-eps1 cpu 30 +snap"
+  "gpate fashion-mnist-eps1 cpu 30 +snap"
   "datalens fashion-mnist-eps1 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1 +snap"
   # (the official Fashion-MNIST evaluation reads the first 10k of the 100k rows)
   "eval fashion-mnist-eps1/paper-cpu-seed1 eval-30ep-first10000.json 30 --limit 10000"
@@ -175,10 +180,6 @@ JOBS=(
   # ours: the same cell with top-k within each layer (300 noiseless steps, one seed: flat 0.81,
   # per layer 0.91)
   "dpsgd normtopk 0.6 1.0 5 mnist layer"
-  # issue 10: G-PATE eps = 1 at its cpu profile with snapshots (configs/gpate/*.json say what
-  # the cpu profiles change)
-  "gpate mnist-eps1 cpu 30 +snap"
-  "gpate fashion-mnist-eps1 cpu 30 +snap"
   # issue 12, item 2: teachers as the official code trains them (80 batches x 50 slots: 50
   # initialisations; Adam state shared by the 80 teachers of a slot), against paper-cpu-fast
   "datalens mnist-eps1 paper-cpu-official-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50 adam_slots=50"
