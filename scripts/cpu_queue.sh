@@ -95,6 +95,11 @@ JOBS=(
   # DP-SGD jobs, so that issue 10's cells come before issue 12's)
   "gpate mnist-eps1 cpu 30 +snap"
   "gpate fashion-mnist-eps1 cpu 30 +snap"
+  # issue 10: the non-private reference with one generator step per discriminator step
+  # (carpedm20 takes two; with two, D's logits end equal on real and fake and the Fashion-MNIST
+  # generator collapses within each class: methods/dcgan.py), ~2.2 h each in a lane
+  "dcgan mnist-epsinf cpu-g1 30 g_steps=1"
+  "dcgan fashion-mnist-epsinf cpu-g1 30 g_steps=1"
   "datalens fashion-mnist-eps1 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1 +snap"
   # (the official Fashion-MNIST evaluation reads the first 10k of the 100k rows)
   "eval fashion-mnist-eps1/paper-cpu-seed1 eval-30ep-first10000.json 30 --limit 10000"
