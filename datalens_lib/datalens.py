@@ -44,7 +44,13 @@ from .data import NEIGHBOURING, load_dataset, teacher_partition
 from .ensemble import TeacherEnsemble, split_shapes
 from .methods.harness import Run
 from .models import Generator
-from .privacy import TopAggAccountant, topagg_epsilon, topagg_max_queries
+from .privacy import (
+    DATA_DEPENDENT,
+    TopAggAccountant,
+    data_independent_ledgers,
+    topagg_epsilon,
+    topagg_max_queries,
+)
 from .privacy.gaussian import CompressorAccountant
 
 
@@ -415,7 +421,7 @@ class DataLens:
         cfg = self.cfg
         eps = self.epsilon_spent()
         if self._tracks_data_dependent():
-            eps["data_dependent"] = self.acc.data_dependent_epsilon()
+            eps[DATA_DEPENDENT] = self.acc.data_dependent_epsilon()
         rec: dict[str, Any] = {
             "conversion": cfg.conversion, "epsilon": eps, "queries": self.acc.queries,
             "batch": self.batch, "teachers": cfg.teachers, "per_teacher": self.per_teacher,
@@ -433,7 +439,7 @@ class DataLens:
         }
         if cfg.aggregator != "topagg":
             rec["privacy"] = {**self.agg.describe(
-                self.d, cfg.teachers, tuple(c for c in eps if c != "data_dependent")),
+                self.d, cfg.teachers, tuple(data_independent_ledgers(eps))),
                               "neighbouring": rec["privacy"]["neighbouring"],
                               "z_charged": self.acc.z_charged, "z_sound": self.acc.z_sound,
                               "event": repr(self.acc.event())}  # the sound ledger's
@@ -449,13 +455,12 @@ class DataLens:
                 f"change the votes of {coupled} teachers, not one; the vote sum's sensitivity "
                 f"is then up to {coupled} x 2 sqrt(k), and epsilon['coupled_rdp'] is the "
                 "ledger at that sensitivity (the only DP guarantee of this run)")
-        # the keys of eps that are a DP guarantee (harness.check_dp_ledgers): the
-        # data-independent ledgers, less the official charge where it is below the sound
-        # sensitivity; with shared Adam state, only the coupled ledger
-        dp = [c for c in eps if c != "data_dependent"]
-        if cfg.aggregator != "topagg" and not self.acc.sound_charge:
-            dp.remove("paper")
-        rec["privacy"]["dp_ledgers"] = ["coupled_rdp"] if cfg.adam_slots is not None else dp
+            rec["privacy"]["dp_ledgers"] = ["coupled_rdp"]  # the only DP guarantee
+        elif cfg.aggregator == "topagg":
+            # the keys of eps that are a DP guarantee (harness.check_dp_ledgers); the other
+            # compressors' come from Aggregator.describe (less an official charge below the
+            # sound sensitivity)
+            rec["privacy"]["dp_ledgers"] = data_independent_ledgers(eps)
         if cfg.init_slots is not None:
             rec["note_init"] = (f"teachers initialised from {cfg.init_slots} distinct draws "
                                 "(teacher t from teacher t mod init_slots; data-independent, "

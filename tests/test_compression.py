@@ -129,6 +129,8 @@ def test_d2pfed_coded_sensitivity_is_attained_and_charged_conservatively():
     # the official ledger charges levels^2 d lambda / sigma^2: sensitivity levels sqrt(2d)
     assert agg.charged_sensitivity(d, 10) == pytest.approx(4 * math.sqrt(2 * d))
     assert agg.charged_sensitivity(d, 10) > agg.sensitivity(d, 10)
+    assert agg.charge_is_sound(d, 10)  # over-charging is still a guarantee
+    assert agg.describe(d, 10)["dp_ledgers"] == ["paper", "rdp", "pld"]
 
 
 def test_d2pfed_paper_sensitivity_is_attained_by_a_point_mass():
@@ -146,6 +148,7 @@ def test_d2pfed_paper_sensitivity_is_attained_by_a_point_mass():
         assert l2(_d2p_votes(agg, a, ctx, seed) - _d2p_votes(agg, b, ctx, seed)) \
             <= agg.sensitivity(d, 10) + 1e-9
     assert agg.charged_sensitivity(d, 10) == agg.sensitivity(d, 10)
+    assert agg.charge_is_sound(d, 10)  # equal charges (the 1e-12 tolerance's edge)
 
 
 def test_d2pfed_paper_release_recovers_a_unanimous_direction():
@@ -294,8 +297,10 @@ def test_fetchsgd_coded_charge_is_not_a_valid_bound():
     assert change <= agg.sensitivity(d, n)  # the bound that does hold: 2 sqrt(k) N L
     acc = CompressorAccountant(agg.noise_multiplier(d, n, charged=True),
                                agg.noise_multiplier(d, n), 1e-5)
-    assert not acc.sound_charge
+    assert not acc.sound_charge and not agg.charge_is_sound(d, n)
     assert "NOT a DP guarantee" in agg.describe(d, n)["dp_guarantee"]
+    assert agg.describe(d, n)["dp_ledgers"] == ["rdp", "pld"]  # paper left out
+    assert agg.describe(d, n, ("paper", "rdp"))["dp_ledgers"] == ["rdp"]
     # it names only the sound ledgers the record holds (pld is skipped at a small z)
     assert agg.describe(d, n, ("paper", "rdp"))["dp_guarantee"].startswith(
         "epsilon under rdp only: the paper ledger")

@@ -316,3 +316,14 @@ def test_delta_note_only_when_delta_is_not_below_one_over_n():
     with pytest.raises(ValueError, match="n must be"):
         delta_note(1e-5, 0)
 
+
+
+def test_data_independent_ledgers_drop_only_the_data_dependent_one():
+    """The candidates for privacy.dp_ledgers keep the record's order and every key except the
+    data-dependent ledger (a function of the clean votes)."""
+    from datalens_lib.privacy import DATA_DEPENDENT, data_independent_ledgers
+
+    eps = {"paper": 1.0, DATA_DEPENDENT: 0.3, "rdp": 0.9, "coupled_rdp": 5.0}
+    assert data_independent_ledgers(eps) == ["paper", "rdp", "coupled_rdp"]
+    assert data_independent_ledgers({DATA_DEPENDENT: 0.1}) == []
+    assert DATA_DEPENDENT == "data_dependent"  # the key run.json records and notebooks read

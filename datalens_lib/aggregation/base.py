@@ -85,14 +85,23 @@ class Aggregator(ABC):
         """The L2 sensitivity the official code's ledger assumes (the ``paper`` ledger)."""
         return self.sensitivity(d, n_teachers)
 
-    def describe(self, d: int, n_teachers: int,
-                 ledgers: tuple[str, ...] = ("paper", "rdp", "pld")) -> dict[str, str]:
-        """The privacy facts of this aggregator for ``run.json`` (subclasses add the
-        mechanism's name and the reasoning); ``ledgers``: those the run's record holds
-        (``pld`` is skipped below ``PLD_MIN_Z``)."""
+    def charge_is_sound(self, d: int, n_teachers: int) -> bool:
+        """Whether the official charge (the ``paper`` ledger) is at least the sound
+        sensitivity, i.e. whether that ledger is a DP guarantee."""
         sound, charged = self.sensitivity(d, n_teachers), self.charged_sensitivity(d, n_teachers)
-        ok = charged >= sound * (1 - 1e-12)
-        held = ", ".join(c for c in ledgers if ok or c != "paper")
+        return charged >= sound * (1 - 1e-12)
+
+    def describe(self, d: int, n_teachers: int,
+                 ledgers: tuple[str, ...] = ("paper", "rdp", "pld")) -> dict[str, Any]:
+        """The privacy facts of this aggregator for ``run.json`` (subclasses add the
+        mechanism's name and the reasoning); ``ledgers``: the data-independent ones the run's
+        record holds (``pld`` is skipped below ``PLD_MIN_Z``). ``dp_ledgers`` lists those that
+        are a DP guarantee: all of them, less ``paper`` where it charges less than the sound
+        sensitivity."""
+        sound, charged = self.sensitivity(d, n_teachers), self.charged_sensitivity(d, n_teachers)
+        ok = self.charge_is_sound(d, n_teachers)
+        dp = [c for c in ledgers if ok or c != "paper"]
+        held = ", ".join(dp)
         return {
             "mechanism": self.name,
             "sensitivity": f"L2 {sound:.6g} per query (sound; see datalens_lib.aggregation."
@@ -103,6 +112,7 @@ class Aggregator(ABC):
             "dp_guarantee": f"epsilon under {held}" if ok else
                             f"epsilon under {held} only: the paper ledger charges less "
                             "than the sound sensitivity and is NOT a DP guarantee",
+            "dp_ledgers": dp,
         }
 
     def noise_multiplier(self, d: int, n_teachers: int, *, charged: bool = False) -> float:

@@ -52,6 +52,7 @@ from ..aggregation.gpate import (
 from ..config import config_from_dict
 from ..data.partition import NEIGHBOURING, shuffled_partition
 from ..datalens import DataLens, student_loss
+from ..privacy.accountant import DATA_DEPENDENT, data_independent_ledgers
 from ..privacy.gaussian import (
     GaussianQueryAccountant,
     GPATEDataDependentLedger,
@@ -228,7 +229,7 @@ class GPATE(DataLens):
         return self.state.step < self.cfg.max_steps and self.dd.epsilon() <= self.cfg.epsilon
 
     def epsilon_spent(self) -> dict[str, float]:
-        return {**super().epsilon_spent(), "data_dependent": self.dd.epsilon()}
+        return {**super().epsilon_spent(), DATA_DEPENDENT: self.dd.epsilon()}
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "data_dependent": self.dd.state_dict()}
@@ -283,7 +284,7 @@ class GPATE(DataLens):
                 "neighbouring": NEIGHBOURING["shuffled"],
                 "dp_guarantee": dp_guarantee(cfg, self.batch),
                 # the data-independent ledgers, and none after the data-dependent stop
-                "dp_ledgers": ([c for c in eps if c != "data_dependent"]
+                "dp_ledgers": (data_independent_ledgers(eps)
                                if cfg.stop_on == "sound" else []),
             },
         }

@@ -33,7 +33,7 @@ import torch
 from tqdm import tqdm
 
 from ..ensemble import conv_layout
-from ..privacy.accountant import delta_note
+from ..privacy.accountant import DATA_DEPENDENT, delta_note
 from ..provenance import atomic_save, atomic_write_json, git_sha, peak_rss_gib, provenance
 
 SAMPLE_SEED_OFFSET = 4  # the sampling generator is seeded with seed + 4 (DataLens's streams)
@@ -98,7 +98,7 @@ def check_dp_ledgers(privacy: dict[str, Any] | None, epsilon: dict[str, float] |
     if not isinstance(dp, list):
         raise ValueError(f"{method}'s record() must state privacy['dp_ledgers'] (the keys of "
                          "epsilon that are a DP guarantee; [] for none)")
-    if "data_dependent" in dp:  # a function of the clean votes: never a DP guarantee
+    if DATA_DEPENDENT in dp:  # a function of the clean votes: never a DP guarantee
         raise ValueError(f"{method}'s privacy['dp_ledgers'] names the data_dependent epsilon, "
                          "which is not a DP guarantee")
     unknown = [c for c in dp if c not in (epsilon or {})]

@@ -2,7 +2,9 @@
 
 from .accountant import (
     CONVERSIONS,
+    DATA_DEPENDENT,
     PAPER_ORDERS,
+    data_independent_ledgers,
     noise_multiplier,
     rdp_to_epsilon_paper,
     topagg_epsilon,
@@ -15,9 +17,11 @@ from .tracker import TopAggAccountant
 
 __all__ = [
     "CONVERSIONS",
+    "DATA_DEPENDENT",
     "PAPER_ORDERS",
     "TopAggAccountant",
     "data_dependent_rdp",
+    "data_independent_ledgers",
     "noise_multiplier",
     "outcome_log_probs",
     "rdp_to_epsilon_paper",

@@ -49,6 +49,17 @@ RDP_ORDERS: tuple[float, ...] = tuple(  # a superset of PAPER_ORDERS, so rdp <= 
 
 CONVERSIONS = ("paper", "rdp", "pld")
 
+#: The key of a run's ``epsilon`` that holds a data-dependent ledger (TopAgg's Lemma 2 charge
+#: of ``privacy.data_dependent``, G-PATE's official Papernot et al. 2018 ledger): its value is
+#: a function of the clean votes, so it is never a DP guarantee on its own.
+DATA_DEPENDENT = "data_dependent"
+
+
+def data_independent_ledgers(epsilon: dict[str, float]) -> list[str]:
+    """The keys of a run's ``epsilon`` that are data-independent ledgers, in order: the
+    candidates for its ``privacy.dp_ledgers`` (``methods.harness.check_dp_ledgers``)."""
+    return [c for c in epsilon if c != DATA_DEPENDENT]
+
 
 def delta_note(delta: float, n: int) -> str | None:
     """None when ``delta < 1/n``; otherwise the sentence a run record carries. With
