@@ -220,7 +220,11 @@ if len(runs):  # a difference only for the paper's setting, float32 moments, 600
 # 150 epochs, C = 1e-3, each real example clipped together with one fake, as DPImageBench's
 # Opacus code does; our fakes take the BatchNorm statistics of a separate reference batch, so
 # that they do not depend on the Poisson batch size and the sensitivity stays C); both sit
-# beside the paper's one DP-GAN number.
+# beside the paper's one DP-GAN number. The committed small-batch cells measure a failure of
+# that setting, not DP-SGD's cost: their discriminator calls every image fake from the first
+# hundred steps on (the unclipped fake gradient dwarfs the clipped real one; measured in
+# `methods/dpgan.py`'s docstring). The same setting with each real example clipped together
+# with one fake (`clip_fake`, variant `cpu-clipfake`) is queued.
 #
 # *neighbouring* is the relation each ε is for, and it is not the same for every method: DP-GAN
 # (DP-SGD) is DP under adding or removing one record; G-PATE's label-free split gives

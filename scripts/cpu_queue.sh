@@ -90,11 +90,19 @@ JOBS=(
   "gpate mnist-eps10 cpu 30" "gpate fashion-mnist-eps10 cpu 30"
   "dpgan mnist-eps1-large cpu 30" "dpgan fashion-mnist-eps1-large cpu 30"
   "dpgan mnist-eps10-large cpu 30" "dpgan fashion-mnist-eps10-large cpu 30"
+  # issue 10: the small-batch DP-GAN cells' discriminator calls every image fake (the
+  # unclipped fake gradient dwarfs the clipped real one; methods/dpgan.py, 2026-11-29): the same
+  # setting with each real example clipped together with one fake, eps = 10 first (the widest
+  # gap to the paper), two one-thread lanes (per-example gradients: ~2.5-3.5 h a pair)
+  "dpgan mnist-eps10 cpu-clipfake 30 clip_fake=true"
+  "dpgan fashion-mnist-eps10 cpu-clipfake 30 clip_fake=true"
   # issue 10: G-PATE eps = 1 at its cpu profile with snapshots, T2's G-PATE budgets
   # (configs/gpate/*.json say what the cpu profiles change; 2026-11-29: moved up from after the
   # DP-SGD jobs, so that issue 10's cells come before issue 12's)
   "gpate mnist-eps1 cpu 30 +snap"
   "gpate fashion-mnist-eps1 cpu 30 +snap"
+  "dpgan mnist-eps1 cpu-clipfake 30 clip_fake=true"
+  "dpgan fashion-mnist-eps1 cpu-clipfake 30 clip_fake=true"
   # issue 10: the non-private reference with one generator step per discriminator step
   # (carpedm20 takes two; with two, D's logits end equal on real and fake and the Fashion-MNIST
   # generator collapses within each class: methods/dcgan.py), ~2.2 h each in a lane
@@ -212,6 +220,8 @@ JOBS=(
   # issue 10, tab:lowdp (T2): DP-GAN calibrates its noise to the budget, so each budget below
   # eps = 1 is a run of its own (the small-batch cpu setting with the budget set; pairs of
   # one-thread lanes, ~2.5 h a pair); T2 shows their cost and command until they land
+  # (2026-11-29: if the cpu-clipfake cells above show that D learns, clip_fake becomes the
+  # small-batch default before these run: as they stand they repeat the failure measured there)
   "dpgan mnist-eps1 cpu-eps0.2 30 epsilon=0.2" "dpgan fashion-mnist-eps1 cpu-eps0.2 30 epsilon=0.2"
   "dpgan mnist-eps1 cpu-eps0.4 30 epsilon=0.4" "dpgan fashion-mnist-eps1 cpu-eps0.4 30 epsilon=0.4"
   "dpgan mnist-eps1 cpu-eps0.6 30 epsilon=0.6" "dpgan fashion-mnist-eps1 cpu-eps0.6 30 epsilon=0.6"
