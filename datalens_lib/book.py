@@ -760,11 +760,10 @@ def compression_ledgers(config: str, profile: str = "paper") -> pd.DataFrame:
         if name == "topagg":
             acc = TopAggAccountant(cfg.k, cfg.sigma, cfg.delta)
             acc.add_queries(steps * batch)
-            sound_eps, charged_ok = acc.epsilon("rdp"), True
         else:
             acc = compressor_accountant(cfg, d)
             acc.add_queries(steps * batch)
-            sound_eps, charged_ok = acc.epsilon("rdp"), acc.sound_charge
+        sound_eps, charged_ok = acc.epsilon("rdp"), agg.charge_is_sound(d, cfg.teachers)
         rows.append({"aggregator": name, "paper_method": PAPER_COMPRESSOR.get(name),
                      "sensitivity": agg.sensitivity(d, cfg.teachers),
                      "charged_sensitivity": agg.charged_sensitivity(d, cfg.teachers),

@@ -222,9 +222,10 @@ if len(runs):  # a difference only for the paper's setting, float32 moments, 600
 # that they do not depend on the Poisson batch size and the sensitivity stays C); both sit
 # beside the paper's one DP-GAN number. The committed small-batch cells measure a failure of
 # that setting, not DP-SGD's cost: their discriminator calls every image fake from the first
-# hundred steps on (the unclipped fake gradient dwarfs the clipped real one; measured in
-# `methods/dpgan.py`'s docstring). The same setting with each real example clipped together
-# with one fake (`clip_fake`, variant `cpu-clipfake`) is queued.
+# hundred steps on: clipping caps the real half's pull at C while the fake half's is not
+# capped, so D settles at a low logit on every input (measured: `methods/dpgan.py`'s
+# docstring and `dpgan/mnist-eps10/cpu/probe-discriminator.json`). The same setting with each
+# real example clipped together with one fake (`clip_fake`, variant `cpu-clipfake`) is queued.
 #
 # *neighbouring* is the relation each ε is for, and it is not the same for every method: DP-GAN
 # (DP-SGD) is DP under adding or removing one record; G-PATE's label-free split gives

@@ -90,8 +90,8 @@ JOBS=(
   "gpate mnist-eps10 cpu 30" "gpate fashion-mnist-eps10 cpu 30"
   "dpgan mnist-eps1-large cpu 30" "dpgan fashion-mnist-eps1-large cpu 30"
   "dpgan mnist-eps10-large cpu 30" "dpgan fashion-mnist-eps10-large cpu 30"
-  # issue 10: the small-batch DP-GAN cells' discriminator calls every image fake (the
-  # unclipped fake gradient dwarfs the clipped real one; methods/dpgan.py, 2026-11-29): the same
+  # issue 10: the small-batch DP-GAN cells' discriminator calls every image fake (clipping
+  # caps the real half's pull, not the fake half's; methods/dpgan.py, 2026-11-29): the same
   # setting with each real example clipped together with one fake, eps = 10 first (the widest
   # gap to the paper), two one-thread lanes (per-example gradients: ~2.5-3.5 h a pair)
   "dpgan mnist-eps10 cpu-clipfake 30 clip_fake=true"

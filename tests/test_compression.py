@@ -148,7 +148,7 @@ def test_d2pfed_paper_sensitivity_is_attained_by_a_point_mass():
         assert l2(_d2p_votes(agg, a, ctx, seed) - _d2p_votes(agg, b, ctx, seed)) \
             <= agg.sensitivity(d, 10) + 1e-9
     assert agg.charged_sensitivity(d, 10) == agg.sensitivity(d, 10)
-    assert agg.charge_is_sound(d, 10)  # equal charges (the 1e-12 tolerance's edge)
+    assert agg.charge_is_sound(d, 10)  # equal charges are sound (>=, not >)
 
 
 def test_d2pfed_paper_release_recovers_a_unanimous_direction():

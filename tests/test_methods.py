@@ -626,3 +626,30 @@ def test_only_the_smoke_profiles_score_on_part_of_the_test_set():
                     continue
                 want = 1000 if profile == "smoke" else None
                 assert cfg.eval_test_limit == want, (method, config, profile)
+
+
+@pytest.mark.parametrize("clip_fake", [False, True])
+def test_dpgan_discriminator_probe_measures_without_touching_the_run(mnist_dir, clip_fake):
+    """methods.dpgan.discriminator_probe: a row before the first step and after every
+    ``every``-th; the clipped real pull never exceeds C; the probed run's trajectory is the
+    unprobed run's, bit for bit (the probe's gradients and randomness stay its own)."""
+    from datalens_lib.methods.dpgan import discriminator_probe
+
+    probed, plain = _dpgan(mnist_dir, clip_fake=clip_fake), _dpgan(mnist_dir, clip_fake=clip_fake)
+    rows = discriminator_probe(probed, steps=4, every=2, n=8)
+    for _ in range(4):
+        plain.step()
+    assert [r["step"] for r in rows] == [0, 2, 4] and "d_loss" in rows[1]
+    for r in rows:
+        assert 0 < r["real_pull_clipped"] <= probed.cfg.max_grad_norm * (1 + 1e-6)
+        assert r["fake_pull"] > 0 and r["real_grad_median"] > 0
+        assert r["noise_per_coordinate"] == pytest.approx(
+            probed.sigma * probed.cfg.max_grad_norm / probed.cfg.batch_size)
+    for a, b in zip(probed.D.parameters(), plain.D.parameters(), strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(probed.G.parameters(), plain.G.parameters(), strict=True):
+        assert torch.equal(a, b)
+    # the logits are D's on the probe set as it trains: they move
+    assert rows[-1]["logit_real"] != rows[0]["logit_real"]
+    with pytest.raises(ValueError, match="every"):
+        discriminator_probe(plain, steps=2, every=0)

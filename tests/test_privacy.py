@@ -317,7 +317,6 @@ def test_delta_note_only_when_delta_is_not_below_one_over_n():
         delta_note(1e-5, 0)
 
 
-
 def test_data_independent_ledgers_drop_only_the_data_dependent_one():
     """The candidates for privacy.dp_ledgers keep the record's order and every key except the
     data-dependent ledger (a function of the clean votes)."""

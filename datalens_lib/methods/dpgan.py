@@ -14,16 +14,20 @@ One discriminator step, two ways (``clip_fake``):
   DP-SGD; the fake half of the loss (D on G(z, y) with uniform labels) depends on no record,
   so its exact gradient is added to the privatised one before the Adam update (adaptive
   composition: D and G are functions of earlier private releases). **Measured, it does not
-  train D** (mnist-eps10 cpu, seed 0, 2026-11-29; D's mean logit on 256 real and 256 fake
-  images every 100 steps): from step 100 on, D calls everything fake (logits -2.76 real,
-  -2.70 fake; still -2.55 / -2.55 at step 1,300), and d_loss stays at 2.6-2.9 =
-  softplus(2.6) + softplus(-2.6) for the whole committed run, at eps = 1 and 10 alike. The
-  fake half's unclipped gradient (norm ~10) dwarfs the real half's clipped, averaged one (at
-  most C = 1, under noise of norm sigma C sqrt(d) / B ~ 5.5 at eps = 10), so D learns only to
-  push every input down, and G gets no signal about the data: the committed small-batch
-  records (classifier accuracy 0.21-0.28 at eps = 1 and 10) measure this failure, not DP-SGD's
-  cost. With ``clip_fake`` on, the same probe keeps D balanced (logits -0.01 / 0.01, d_loss
-  log 4 over 500 steps); the small-batch cells with ``clip_fake`` are queued as ``cpu-clipfake``
+  train D** (``discriminator_probe``; record ``data/results/dpgan/mnist-eps10/cpu/
+  probe-discriminator.json``: the committed run's first 500 steps, seed 0). Clipping caps the
+  real half's pull: per-example gradients have median norm 11-15 against C = 1, so their
+  clipped mean has norm 0.49 at the start; the fake half's exact pull is not capped (5.99 at
+  the start). Within 100 steps D lowers its logit on every input until the fake pull, shrunk
+  by the sigmoid, equals the capped real pull (0.76 against 0.75 at step 100, 0.80 / 0.82 at
+  step 500), and it stays there: mean logits -2.76 on real and -2.70 on fake at step 100,
+  -2.65 / -2.64 at step 500. D calls everything fake and tells nothing apart, so G gets no
+  signal about the data; every committed small-batch run's ``d_loss`` stays at 2.55-2.95 (~
+  softplus(2.65) + softplus(-2.65)) at eps = 1 and 10 alike. The committed small-batch records
+  (classifier accuracy 0.21-0.28) measure this failure of the setting, not DP-SGD's cost.
+  With ``clip_fake`` on (same record) D stays balanced (mean logits within 0.04 of 0 and
+  d_loss ~log 4 over the 500 steps; whether it then learns to separate needs the full run):
+  the small-batch cells with ``clip_fake`` are queued as ``cpu-clipfake``
   (``scripts/cpu_queue.sh``);
 * ``True`` (DPImageBench's DP-GAN, the ``-large`` profiles): as many fakes as real examples
   go through the per-sample-gradient discriminator in the same backward pass, so Opacus sums
@@ -530,3 +534,70 @@ class DPGAN:
                 "dp_ledgers": list(LEDGERS),
             },
         }
+
+
+def discriminator_probe(m: DPGAN, steps: int, every: int, n: int = 256,
+                        seed: int = 12345) -> list[dict[str, float]]:
+    """Train ``m`` for ``steps`` discriminator steps and measure its discriminator before the
+    first and after every ``every``-th, on one fixed probe set: ``n`` real training images
+    (drawn once) and ``n`` fakes (fixed z and labels, from a copy of G at that point, so the
+    run's own BatchNorm state is untouched). A diagnostic of the module doc's finding (why the
+    small-batch setting's D calls everything fake), not part of any run.
+
+    Per row: the mean logits on the real and the fake set; ``fake_pull``, the norm of the fake
+    half's exact mean-loss gradient (what ``step`` adds outside the clip when ``clip_fake`` is
+    off); ``real_pull_clipped``, the norm of (1/n) sum_i min(1, C / |g_i|) g_i over the real
+    examples' loss gradients g_i (the real half's clipped mean before the noise: at most C);
+    ``real_grad_median``, the median |g_i|; and ``noise_per_coordinate`` = sigma C / B, the
+    standard deviation of the noise each coordinate of that mean receives. The probe draws its
+    randomness from its own generator and leaves no gradient behind, so the steps it wraps
+    are the run's own (same seed: the same trajectory as an unprobed run)."""
+    import copy
+
+    positive_int("steps", steps)
+    positive_int("every", every)
+    positive_int("n", n)
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, m.n, (n,), generator=g).to(m.device)
+    xr, yr = m.x[idx], m._onehot(m.y[idx])
+    zf = (torch.rand(n, m.cfg.z_dim, generator=g) * 2 - 1).to(m.device)
+    yf = m._onehot(torch.randint(0, m.y_dim, (n,), generator=g).to(m.device))
+    params = [p for p in m.D.parameters() if p.requires_grad]
+    c = m.cfg.max_grad_norm
+
+    def flat_grad(loss: torch.Tensor) -> torch.Tensor:
+        return torch.cat([t.reshape(-1) for t in torch.autograd.grad(loss, params)])
+
+    def pulls(fake: torch.Tensor) -> tuple[float, float, float]:
+        fake_pull = flat_grad(m._d_loss(m.D(fake, yf), False).mean()).norm()
+        clipped = torch.zeros(sum(p.numel() for p in params), device=m.device)
+        norms = []
+        for i in range(n):
+            gi = flat_grad(m._d_loss(m.D(xr[i:i + 1], yr[i:i + 1]), True).sum())
+            norms.append(float(gi.norm()))
+            clipped += gi * min(1.0, c / max(norms[-1], 1e-12))
+        return float(fake_pull), float((clipped / n).norm()), float(np.median(norms))
+
+    def measure(step: int) -> dict[str, float]:
+        with torch.no_grad():
+            fake = copy.deepcopy(m.G)(zf, yf)
+        m.D.disable_hooks()
+        try:
+            with warnings.catch_warnings():  # Opacus's hooks, disabled, still announce
+                warnings.filterwarnings("ignore", message="Full backward hook is firing")
+                with torch.no_grad():
+                    lr, lf = m.D(xr, yr), m.D(fake, yf)
+                fake_pull, real_pull, median = pulls(fake)
+        finally:
+            m.D.enable_hooks()
+        return {"step": step, "logit_real": float(lr.mean()), "logit_fake": float(lf.mean()),
+                "fake_pull": fake_pull, "real_pull_clipped": real_pull,
+                "real_grad_median": median,
+                "noise_per_coordinate": m.sigma * c / m.cfg.batch_size}
+
+    rows = [measure(m.d_steps)]
+    for _ in range(steps):
+        row = m.step()
+        if m.d_steps % every == 0:
+            rows.append({**measure(m.d_steps), "d_loss": row["d_loss"]})
+    return rows
