@@ -636,10 +636,22 @@ def test_dpgan_discriminator_probe_measures_without_touching_the_run(mnist_dir, 
     from datalens_lib.methods.dpgan import discriminator_probe
 
     probed, plain = _dpgan(mnist_dir, clip_fake=clip_fake), _dpgan(mnist_dir, clip_fake=clip_fake)
-    rows = discriminator_probe(probed, steps=4, every=2, n=8)
+    seen = []
+
+    def score(fake: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+        seen.append((fake.clone(), labels.clone()))
+        return {"mean_pixel": float(fake.mean())}
+
+    rows = discriminator_probe(probed, steps=4, every=2, n=8, score=score)
     for _ in range(4):
         plain.step()
     assert [r["step"] for r in rows] == [0, 2, 4] and "d_loss" in rows[1]
+    # score sees the probe's fakes (n images in [0, 1], integer labels) at every row
+    assert len(seen) == 3 and [r["mean_pixel"] for r in rows] == [
+        float(f.mean()) for f, _ in seen]
+    for f, y in seen:
+        assert f.shape[0] == 8 and 0 <= f.min() and f.max() <= 1 and not f.requires_grad
+        assert y.dtype == torch.int64 and y.shape == (8,) and torch.equal(y, seen[0][1])
     for r in rows:
         assert 0 < r["real_pull_clipped"] <= probed.cfg.max_grad_norm * (1 + 1e-6)
         assert r["fake_pull"] > 0 and r["real_grad_median"] > 0

@@ -88,6 +88,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -537,7 +538,9 @@ class DPGAN:
 
 
 def discriminator_probe(m: DPGAN, steps: int, every: int, n: int = 256,
-                        seed: int = 12345) -> list[dict[str, float]]:
+                        seed: int = 12345,
+                        score: Callable[[torch.Tensor, torch.Tensor], dict[str, float]]
+                        | None = None) -> list[dict[str, float]]:
     """Train ``m`` for ``steps`` discriminator steps and measure its discriminator before the
     first and after every ``every``-th, on one fixed probe set: ``n`` real training images
     (drawn once) and ``n`` fakes (fixed z and labels, from a copy of G at that point, so the
@@ -551,7 +554,11 @@ def discriminator_probe(m: DPGAN, steps: int, every: int, n: int = 256,
     ``real_grad_median``, the median |g_i|; and ``noise_per_coordinate`` = sigma C / B, the
     standard deviation of the noise each coordinate of that mean receives. The probe draws its
     randomness from its own generator and leaves no gradient behind, so the steps it wraps
-    are the run's own (same seed: the same trajectory as an unprobed run)."""
+    are the run's own (same seed: the same trajectory as an unprobed run).
+
+    ``score(fakes, labels)`` (optional) measures the generator on the same fixed fakes and
+    their integer labels, e.g. a domain classifier's label agreement (``scripts/probe_dpgan.py``):
+    whether G learns, which D's logits alone do not say; its items join each row."""
     import copy
 
     positive_int("steps", steps)
@@ -590,10 +597,13 @@ def discriminator_probe(m: DPGAN, steps: int, every: int, n: int = 256,
                 fake_pull, real_pull, median = pulls(fake)
         finally:
             m.D.enable_hooks()
-        return {"step": step, "logit_real": float(lr.mean()), "logit_fake": float(lf.mean()),
-                "fake_pull": fake_pull, "real_pull_clipped": real_pull,
-                "real_grad_median": median,
-                "noise_per_coordinate": m.sigma * c / m.cfg.batch_size}
+        row = {"step": step, "logit_real": float(lr.mean()), "logit_fake": float(lf.mean()),
+               "fake_pull": fake_pull, "real_pull_clipped": real_pull,
+               "real_grad_median": median,
+               "noise_per_coordinate": m.sigma * c / m.cfg.batch_size}
+        if score is not None:
+            row.update(score(fake.detach(), yf.argmax(1)))
+        return row
 
     rows = [measure(m.d_steps)]
     for _ in range(steps):
