@@ -89,23 +89,32 @@ JOBS=(
   "dcgan fashion-mnist-epsinf cpu 30"
   "gpate mnist-eps10 cpu 30" "gpate fashion-mnist-eps10 cpu 30"
   "dpgan mnist-eps1-large cpu 30" "dpgan fashion-mnist-eps1-large cpu 30"
-  "dpgan mnist-eps10-large cpu 30" "dpgan fashion-mnist-eps10-large cpu 30"
   # issue 10: the small-batch DP-GAN cells' discriminator calls every image fake (clipping
   # caps the real half's pull, not the fake half's; methods/dpgan.py, 2026-11-29): the same
-  # setting with each real example clipped together with one fake, eps = 10 first (the widest
-  # gap to the paper), two one-thread lanes (per-example gradients: ~2.5-3.5 h a pair)
+  # setting with each real example clipped together with one fake (cpu-clipfake), eps = 10
+  # first (the widest gap to the paper).
+  # 2026-12-01: the last three sessions each started on a new machine without runs/, so a job
+  # that does not finish within one session (~2.5 h of CPU, CI included) is lost. Each job
+  # from here runs alone with both threads (~1.5-2 h with its evaluation: a small-batch DP-GAN
+  # cell took 0.27 s per step alone, 18,750 steps, bench_cpu_lanes.py --dpgan), and no two
+  # small-batch DP-GAN cells are next to each other (lane_job: a pair in lanes takes
+  # ~2.5-3.5 h and would be lost whole).
   "dpgan mnist-eps10 cpu-clipfake 30 clip_fake=true"
+  "dpgan mnist-eps10-large cpu 30"
   "dpgan fashion-mnist-eps10 cpu-clipfake 30 clip_fake=true"
+  "dpgan fashion-mnist-eps10-large cpu 30"
   # issue 10: G-PATE eps = 1 at its cpu profile with snapshots, T2's G-PATE budgets
   # (configs/gpate/*.json say what the cpu profiles change; 2026-11-29: moved up from after the
   # DP-SGD jobs, so that issue 10's cells come before issue 12's)
   "gpate mnist-eps1 cpu 30 +snap"
-  "gpate fashion-mnist-eps1 cpu 30 +snap"
   "dpgan mnist-eps1 cpu-clipfake 30 clip_fake=true"
+  "gpate fashion-mnist-eps1 cpu 30 +snap"
   "dpgan fashion-mnist-eps1 cpu-clipfake 30 clip_fake=true"
   # issue 10: the non-private reference with one generator step per discriminator step
   # (carpedm20 takes two; with two, D's logits end equal on real and fake and the Fashion-MNIST
-  # generator collapses within each class: methods/dcgan.py), ~2.2 h each in a lane
+  # generator collapses within each class: methods/dcgan.py), ~2.2 h each in a lane (2.75 h
+  # alone: longer than a session here, so they finish only on a machine kept between
+  # sessions, or on a lent GPU)
   "dcgan mnist-epsinf cpu-g1 30 g_steps=1"
   "dcgan fashion-mnist-epsinf cpu-g1 30 g_steps=1"
   "datalens fashion-mnist-eps1 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1 +snap"
