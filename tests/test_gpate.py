@@ -36,6 +36,8 @@ def test_projection_entries_have_variance_one_over_p():
     proj = random_projection(4, 500, 10, torch.Generator().manual_seed(1))
     assert proj.shape == (4, 500, 10)
     assert proj.var().item() == pytest.approx(0.1, rel=0.05)
+    # a fresh projection per query (module doc: P_j), not one shared by all
+    assert not torch.allclose(proj[0], proj[1])
 
 
 def test_histogram_counts_every_teacher_once_and_adds_over_chunks():
@@ -89,6 +91,27 @@ def test_confident_gnmax_answers_the_winning_bin_centre_only_when_confident():
     assert ans[0, 2].item() == pytest.approx(0.9 * S)
     with pytest.raises(ValueError, match="threshold_frac"):
         confident_gnmax(counts, 10, 1.0, 1.0, 0.0, S, g)
+
+
+def test_confident_gnmax_threshold_noise_is_sigma_thresh_and_vote_noise_sigma_vote():
+    """The two noises at their own, distinct scales (a review found that dropping either, or
+    swapping sigma_1 and sigma_2, passed the test above, whose sigmas are equal and ~0).
+    Threshold: a largest count of 0.5 N - s1 is answered iff N(0, 1) >= 1, probability
+    Phi(-1) = 0.159 (0.253 with s2 = 1.5 s1 in its place, 0 without noise). Vote: counts a and
+    a - sqrt2 s2 pick the smaller bin iff (N1 - N0) / sqrt2 >= 1, again Phi(-1) (0.067 with s1
+    in its place, 0 without noise). 20,000 rows: standard error 0.0026."""
+    rows, n, s1, s2 = 20_000, 100, 2.0, 3.0
+    counts = torch.zeros(rows, 2, 2, dtype=torch.float64)
+    counts[:, 0, 0] = 0.5 * n - s1  # dim 0: the threshold check
+    counts[:, 1, 0] = 60.0  # dim 1: always answered (60 + 2 N(0, 1) >= 50 but for 5 sd)
+    counts[:, 1, 1] = 60.0 - math.sqrt(2) * s2
+    ans, ok = confident_gnmax(counts, n, s1, s2, 0.5, S, torch.Generator().manual_seed(0))
+    phi = 0.15865525393145707  # Phi(-1)
+    assert float(ok[:, 0].double().mean()) == pytest.approx(phi, abs=0.012)
+    assert bool(ok[:, 1].all())
+    # the answers are the two bins' centres on [-S, S]: -S/2 (bin 0) or S/2 (bin 1)
+    assert torch.allclose(ans[:, 1].abs(), torch.full((rows,), 0.5 * S, dtype=torch.float64))
+    assert float((ans[:, 1] > 0).double().mean()) == pytest.approx(phi, abs=0.012)
 
 
 def test_back_projection_is_r_times_p_transposed():

@@ -3,6 +3,7 @@ smoke profile, resumes after an interruption to the same result, writes a comple
 that the evaluation reads, and refuses bad input before allocating."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -312,6 +313,63 @@ def test_budget_snapshots_are_the_runs_with_those_budgets(tmp_path, mnist_dir, c
         Run(_method("dcgan", mnist_dir), tmp_path / "d", snapshot_budgets=(0.5,))
 
 
+def test_gpate_step_wires_its_settings_into_the_aggregator_and_ledgers(mnist_dir, monkeypatch):
+    """With distinct sigma_thresh and sigma_vote and the teachers in several chunks (a review
+    found that swapping the two sigmas in the aggregator call, the accountant or the
+    data-dependent ledger, a histogram that kept only the last chunk, or the per-teacher batch
+    as N all passed with the smoke profile's equal sigmas and single chunk): every step hands
+    confident_gnmax the counts of all teachers and the config's settings, the accountant
+    composes z = (p / s1^2 + 2p / s2^2)^-1/2 per query, and the data-dependent ledger is the
+    official one fed those counts and answers."""
+    import datalens_lib.methods.gpate as gp
+    from datalens_lib.privacy.gaussian import GPATEDataDependentLedger, gaussian_epsilon
+
+    calls = []
+    real = gp.confident_gnmax
+
+    def spy(counts, *args, **kw):
+        out = real(counts, *args, **kw)
+        calls.append((counts.clone(), args, out[1].clone()))
+        return out
+
+    monkeypatch.setattr(gp, "confident_gnmax", spy)
+    m = _method("gpate", mnist_dir, sigma_thresh=300.0, sigma_vote=200.0, chunk=3)
+    c = m.cfg
+    assert c.teachers == 10 and len(list(m.ens.slices())) == 4 and m.per_teacher != c.teachers
+    for _ in range(2):
+        m.step()
+    assert len(calls) == 2
+    for counts, args, _ in calls:
+        assert args[:5] == (c.teachers, 300.0, 200.0, c.threshold_frac, c.clip)
+        assert counts.shape == (m.batch, c.proj_dim, c.bins)
+        assert torch.all(counts.sum(-1) == c.teachers)
+    z = 1 / math.sqrt(c.proj_dim / 300.0 ** 2 + 2 * c.proj_dim / 200.0 ** 2)
+    assert m.acc.z == pytest.approx(z, rel=1e-12) and m.acc.queries == 2 * m.batch
+    spent = m.epsilon_spent()
+    for conv in ("paper", "rdp", "pld"):
+        assert spent[conv] == pytest.approx(
+            gaussian_epsilon(2 * m.batch, z, c.delta, conv), rel=1e-9)
+    assert (m.dd.s1, m.dd.s2, m.dd.t) == (300.0, 200.0, c.threshold_frac * c.teachers)
+    dd = GPATEDataDependentLedger(300.0, 200.0, c.threshold_frac * c.teachers, c.delta)
+    for counts, _, answered in calls:
+        dd.add(counts.numpy(), answered.numpy())
+    assert spent["data_dependent"] == pytest.approx(dd.epsilon(), rel=1e-12)
+
+
+def test_gpate_sound_stop_spends_the_budget_not_the_step_cap(tmp_path, mnist_dir):
+    """Without a step cap the sound ledger stops the run at the last step within the budget
+    (the smoke tests above all stop at max_steps, so a stop that ignored epsilon passed)."""
+    probe = _method("gpate", mnist_dir, max_steps=None)
+    b, conv = probe.batch, probe.cfg.conversion
+    e2, e3 = probe.acc.epsilon_if(2 * b, conv), probe.acc.epsilon_if(3 * b, conv)
+    budget = (e2 + e3) / 2
+    m = _method("gpate", mnist_dir, max_steps=None, epsilon=budget)
+    assert m.total_steps() == 2
+    rec = Run(m, tmp_path, checkpoint_every=0, progress=False).run()
+    assert rec["steps"] == 2 and rec["epsilon"][conv] == pytest.approx(e2)
+    assert rec["epsilon"][conv] <= budget < e3
+
+
 def test_gpate_keeps_the_official_ledger_and_can_stop_on_it(tmp_path, mnist_dir):
     """Both ledgers in the record; stop_on='data_dependent' (opt-in) stops when that ledger
     passes the budget, checked after each step as the official loop does."""
@@ -426,13 +484,15 @@ def _dpgan(data_dir, config="mnist-eps1", **over):
     return method_class("dpgan")(cfg, seed=3, device="cpu", data_dir=data_dir, profile="smoke")
 
 
-def _dpgan_replay(m):
+def _dpgan_replay(m, clip_binds=True):
     """The gradient the next step must hand Adam, computed example by example from copies of
     the method's state: (sum of per-example gradients clipped to C + N(0, sigma^2 C^2)) / B
     over a Poisson(q) batch; then, with ``clip_fake`` off, plus the fake half's exact gradient
     (B fakes), and with it on, each real example's gradient summed with one fake's before the
     clip (as many fakes as real examples, each normalised with the BatchNorm statistics of a
-    reference batch of B fakes drawn first). Returns (gradient, private part, batch size)."""
+    reference batch of B fakes drawn first). Returns (gradient, private part, batch size).
+    ``clip_binds``: check the premise that the clip binds for some example (a wrong
+    per-example norm then changes the step); off, that nothing is clipped."""
     import copy
 
     import torch.nn.functional as F
@@ -470,8 +530,9 @@ def _dpgan_replay(m):
         norms.append(norm)
         for s, t in zip(summed, gs, strict=True):
             s += f * t
-    # the premise of the replay: the clip binds (a wrong per-example norm changes the step)
-    assert not factors or min(factors) < 0.5
+    # the premise of the replay: the clip binds (a wrong per-example norm changes the step),
+    # or, asked for, binds nowhere (a wrong scale of the per-example gradients then shows)
+    assert not factors or (min(factors) < 0.5 if clip_binds else min(factors) == 1.0)
     priv = [(s + torch.normal(0.0, m.sigma * cfg.max_grad_norm, p.shape, generator=ng)) / b
             for s, p in zip(summed, params, strict=True)]
     m.replayed_norms = torch.tensor(norms)  # each example's exact gradient norm
@@ -494,12 +555,19 @@ def _adam_grads(m):
     return got
 
 
-@pytest.mark.parametrize("config,physical", [("mnist-eps1", None), ("mnist-eps1-large", None),
-                                             ("mnist-eps1-large", 5), ("mnist-eps1-large", 7)])
-def test_dpgan_step_is_exactly_one_dp_sgd_step_and_the_fake_half(mnist_dir, config, physical):
+@pytest.mark.parametrize("config,physical,c", [
+    ("mnist-eps1", None, None), ("mnist-eps1-large", None, None), ("mnist-eps1-large", 5, None),
+    ("mnist-eps1-large", 7, None), ("mnist-eps1", None, 0.05), ("mnist-eps1-large", None, 1e3)])
+def test_dpgan_step_is_exactly_one_dp_sgd_step_and_the_fake_half(mnist_dir, config, physical,
+                                                                 c):
     """Also with the pairs in physical batches (``physical_batch``): the same step; 7 divides
-    the first step's Poisson batch (77), 5 neither."""
-    m = _dpgan(mnist_dir, config, physical_batch=physical)
+    the first step's Poisson batch (77), 5 neither. And at other clip norms C (``c``; the
+    configs have C = 1 without clip_fake and 1e-3 with it, Opacus's default is 1, and a review
+    found that a clip left at that default, or per-example gradients summed where they should
+    be averaged, passed): 0.05 on the ghost path, 1e3 with clip_fake, where nothing is
+    clipped."""
+    over = {} if c is None else {"max_grad_norm": c}
+    m = _dpgan(mnist_dir, config, physical_batch=physical, **over)
     assert m.cfg.clip_fake is config.endswith("-large")
     assert (m.d_opt.noise_multiplier, m.d_opt.max_grad_norm, m.d_opt.expected_batch_size,
             m.d_opt.loss_reduction) == (m.sigma, m.cfg.max_grad_norm, m.cfg.batch_size, "mean")
@@ -516,7 +584,7 @@ def test_dpgan_step_is_exactly_one_dp_sgd_step_and_the_fake_half(mnist_dir, conf
         m.D.get_clipping_coef = coef
     assert m.ghost is not m.cfg.clip_fake
     for step in range(2):
-        want, _, k = _dpgan_replay(m)
+        want, _, k = _dpgan_replay(m, clip_binds=c is None or c < 1)
         m.step()
         assert k > 0 and m.history[-1]["real_batch"] == k
         assert physical is None or k > 2 * physical  # (the premise: several physical batches)
@@ -584,6 +652,12 @@ def test_dpgan_given_sigma_stops_at_the_last_step_within_budget(mnist_dir):
     t = m.total_steps()
     assert t < round(m.cfg.epochs * m.n / m.cfg.batch_size)
     assert m.epsilon(steps=t) <= m.cfg.epsilon < m.epsilon(steps=t + 1)
+    # what the harness's budget snapshots read: the ledger one step ahead
+    from datalens_lib.privacy.subsampled import dpsgd_epsilon
+
+    m.step()
+    assert m.epsilon_after_next_step() == pytest.approx(
+        dpsgd_epsilon(2, m.q, m.sigma, m.cfg.delta, "rdp"), rel=1e-12)
 
 
 def test_dpgan_poisson_batches_have_rate_q(mnist_dir):
