@@ -27,7 +27,8 @@
 # eps = 0.2, 0.4, 0.6, 0.8 (tab:lowdp; methods.harness) and evaluates each. (Edit this file
 # by writing a new one and renaming it over: a running bash keeps reading the file it started
 # from.)
-# DP-SGD jobs (and DP-GAN's small-batch cells and DC-GAN's: lane_job) next to each other in
+# DP-SGD jobs (and DC-GAN's cells, and DP-GAN's small-batch cells where
+# CPU_QUEUE_DPGAN_LANES=1: lane_job) next to each other in
 # JOBS run in CPU_QUEUE_DPSGD_LANES lanes (default 2), one torch thread each, each lane taking the next job
 # no lane has taken: on this 2-core machine two 1-thread DP-SGD processes did 1.22x (TopAgg,
 # B = 512) to 1.46x (GM-DP, B = 128) the steps per second of one 2-thread process
@@ -96,9 +97,10 @@ JOBS=(
   # 2026-12-01: the last three sessions each started on a new machine without runs/, so a job
   # that does not finish within one session (~2.5 h of CPU, CI included) is lost. Each job
   # from here runs alone with both threads (~1.5-2 h with its evaluation: a small-batch DP-GAN
-  # cell took 0.27 s per step alone, 18,750 steps, bench_cpu_lanes.py --dpgan), and no two
-  # small-batch DP-GAN cells are next to each other (lane_job: a pair in lanes takes
-  # ~2.5-3.5 h and would be lost whole).
+  # cell took 0.27 s per step alone on the ghost path, 18,750 steps, bench_cpu_lanes.py
+  # --dpgan; clip_fake's per-example path is measured by scripts/probe_dpgan.py), DP-GAN's
+  # small-batch cells too (lane_job: a pair in lanes takes ~2.5-3.5 h and would be lost
+  # whole).
   "dpgan mnist-eps10 cpu-clipfake 30 clip_fake=true"
   "dpgan mnist-eps10-large cpu 30"
   "dpgan fashion-mnist-eps10 cpu-clipfake 30 clip_fake=true"
@@ -534,11 +536,14 @@ run_job() {
 }
 
 lane_job() {  # JOB: whether it runs in a lane of one thread when next to another such job:
-  # DP-SGD jobs, DP-GAN's small-batch cells (two 1-thread DP-GAN trainings took 1.14-1.34x
-  # the steps per second of one 2-thread training here: bench_cpu_lanes.py --dpgan; a
-  # large-batch cell, 64 times the examples per step, runs alone) and DC-GAN's cells
-  # (1.25x and 1.41x: bench_cpu_lanes.py --dcgan, 2026-11-28)
-  [[ $1 == dpsgd* || $1 == "dcgan "* ]] || [[ $1 == "dpgan "* && ${1#dpgan } != *-large\ * ]]
+  # DP-SGD jobs and DC-GAN's cells (1.25x and 1.41x the steps per second of one 2-thread
+  # training: bench_cpu_lanes.py --dcgan, 2026-11-28); DP-GAN's small-batch cells only with
+  # CPU_QUEUE_DPGAN_LANES=1 (two 1-thread trainings took 1.14-1.34x the steps per second of
+  # one 2-thread training here, bench_cpu_lanes.py --dpgan, but a pair takes ~2.5-3.5 h, longer
+  # than a session on a machine that is not kept between sessions, 2026-12-01: by default each
+  # runs alone); a large-batch cell, 64 times the examples per step, always runs alone
+  [[ $1 == dpsgd* || $1 == "dcgan "* ]] || [[ ${CPU_QUEUE_DPGAN_LANES:-0} == 1 \
+    && $1 == "dpgan "* && ${1#dpgan } != *-large\ * ]]
 }
 
 run_lanes() {  # FIRST LAST: jobs FIRST..LAST (1-based, all lane_job) in LANES lanes of one torch

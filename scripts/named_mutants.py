@@ -97,10 +97,16 @@ BUGS: dict[str, tuple[str, str, str]] = {
         "datalens_lib/aggregation/gpate.py",
         "answered = counts.max(-1).values + s1 * noise1 >= threshold_frac * n",
         "answered = counts.max(-1).values + s2 * noise1 >= threshold_frac * n"),
-    "G-PATE one projection shared by every query": (
+    "G-PATE vote noise at the threshold's sigma": (
+        "datalens_lib/aggregation/gpate.py", "winner = (counts + s2 * noise2).argmax(-1)",
+        "winner = (counts + s1 * noise2).argmax(-1)"),
+    "G-PATE one projection shared by every query": (  # (the same shape: no crash catches it)
         "datalens_lib/aggregation/gpate.py",
-        'return torch.randn(positive_int("queries", queries), positive_int("d", d), p,',
-        'return torch.randn(1, positive_int("d", d), p,'),
+        'return torch.randn(positive_int("queries", queries), positive_int("d", d), p,\n'
+        "                       generator=generator, device=device) / math.sqrt(p)",
+        'return torch.randn(1, positive_int("d", d), p,\n'
+        "                       generator=generator, device=device).expand(\n"
+        '                           positive_int("queries", queries), -1, -1) / math.sqrt(p)'),
     "G-PATE sigma_thresh and sigma_vote swapped in the step": (
         "datalens_lib/methods/gpate.py",
         "confident_gnmax(counts, cfg.teachers, cfg.sigma_thresh,\n"

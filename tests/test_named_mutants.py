@@ -1,7 +1,7 @@
 """scripts/named_mutants.py names realistic one-line bugs as literal (old, new) replacements;
 a refactor that moves the code would leave a bug that no longer applies (three had, by
 2026-12-01, unnoticed until the script was run). Each ``old`` must still occur exactly once
-in its file, and differ from ``new``."""
+in its file, differ from ``new``, and the bug must parse."""
 
 import importlib.util
 from pathlib import Path
@@ -19,3 +19,6 @@ def test_every_named_bug_still_applies_to_the_library():
              for name, (file, old, new) in mod.BUGS.items()
              if (ROOT / file).read_text().count(old) != 1 or old == new}
     assert not stale, f"named bugs whose code moved (occurrences): {stale}"
+    # a bug that does not parse would be "caught" by any test run: no bug at all
+    for name, (file, old, new) in mod.BUGS.items():
+        compile((ROOT / file).read_text().replace(old, new), f"{file} ({name})", "exec")
