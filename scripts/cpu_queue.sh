@@ -90,27 +90,43 @@ JOBS=(
   "dcgan fashion-mnist-epsinf cpu 30"
   "gpate mnist-eps10 cpu 30" "gpate fashion-mnist-eps10 cpu 30"
   "dpgan mnist-eps1-large cpu 30" "dpgan fashion-mnist-eps1-large cpu 30"
-  # issue 10: the small-batch DP-GAN cells' discriminator calls every image fake (clipping
-  # caps the real half's pull, not the fake half's; methods/dpgan.py, 2026-11-29): the same
-  # setting with each real example clipped together with one fake (cpu-clipfake), eps = 10
-  # first (the widest gap to the paper).
-  # 2026-12-01: the last three sessions each started on a new machine without runs/, so a job
-  # that does not finish within one session (~2.5 h of CPU, CI included) is lost. Each job
-  # from here runs alone with both threads (~1.5-2 h with its evaluation: a small-batch DP-GAN
-  # cell took 0.27 s per step alone on the ghost path, 18,750 steps, bench_cpu_lanes.py
-  # --dpgan; clip_fake's per-example path is measured by scripts/probe_dpgan.py), DP-GAN's
-  # small-batch cells too (lane_job: a pair in lanes takes ~2.5-3.5 h and would be lost
-  # whole).
-  "dpgan mnist-eps10 cpu-clipfake 30 clip_fake=true"
+  # 2026-12-01: the last sessions each started on a new machine without runs/, so a job that
+  # does not finish within one session (~2.5 h of CPU, CI included) is lost. Each job from
+  # here runs alone with both threads (~1.5-2 h with its evaluation), DP-GAN's small-batch
+  # cells too (lane_job: a pair in lanes takes ~2.5-3.5 h and would be lost whole).
+  # issue 10: DP-GAN's large-batch setting (DPImageBench's, the one whose discriminator learns)
+  # at eps = 10
   "dpgan mnist-eps10-large cpu 30"
-  "dpgan fashion-mnist-eps10 cpu-clipfake 30 clip_fake=true"
   "dpgan fashion-mnist-eps10-large cpu 30"
   # issue 10: G-PATE eps = 1 at its cpu profile with snapshots, T2's G-PATE budgets
   # (configs/gpate/*.json say what the cpu profiles change; 2026-11-29: moved up from after the
   # DP-SGD jobs, so that issue 10's cells come before issue 12's)
   "gpate mnist-eps1 cpu 30 +snap"
-  "dpgan mnist-eps1 cpu-clipfake 30 clip_fake=true"
   "gpate fashion-mnist-eps1 cpu 30 +snap"
+  # issue 10, tab:lowdp (T2): DP-GAN calibrates its noise to the budget, so each budget below
+  # eps = 1 is a run of its own. 2026-12-02: in the large-batch setting, not the small-batch
+  # one: the small-batch discriminator calls every image fake (probe-discriminator.json), and
+  # with each real example clipped together with one fake it stays at chance for 1,500 steps
+  # (logits within 0.02 of 0, d_loss 1.40 ~ log 4: probe-discriminator-1500.json), while the
+  # large-batch cells' discriminators learn (d_loss ~1.2). ~1.5-2 h each alone, evaluation
+  # included; T2 shows them as "DP-GAN (large batch)" (book.lowdp_methods_table)
+  "dpgan mnist-eps1-large cpu-eps0.2 30 epsilon=0.2"
+  "dpgan fashion-mnist-eps1-large cpu-eps0.2 30 epsilon=0.2"
+  "dpgan mnist-eps1-large cpu-eps0.4 30 epsilon=0.4"
+  "dpgan fashion-mnist-eps1-large cpu-eps0.4 30 epsilon=0.4"
+  "dpgan mnist-eps1-large cpu-eps0.6 30 epsilon=0.6"
+  "dpgan fashion-mnist-eps1-large cpu-eps0.6 30 epsilon=0.6"
+  "dpgan mnist-eps1-large cpu-eps0.8 30 epsilon=0.8"
+  "dpgan fashion-mnist-eps1-large cpu-eps0.8 30 epsilon=0.8"
+  # issue 10: the small-batch DP-GAN cells with each real example clipped together with one
+  # fake (cpu-clipfake; the committed small-batch cells' discriminator calls every image fake:
+  # clipping caps the real half's pull, not the fake half's, methods/dpgan.py, 2026-11-29).
+  # 2026-12-02: demoted behind the large-batch cells: the probe's 1,500 steps with clip_fake
+  # keep D at chance (probe-discriminator-1500.json); the full runs say whether it ever learns
+  # (0.3 s per step alone, 18,750 steps)
+  "dpgan mnist-eps10 cpu-clipfake 30 clip_fake=true"
+  "dpgan fashion-mnist-eps10 cpu-clipfake 30 clip_fake=true"
+  "dpgan mnist-eps1 cpu-clipfake 30 clip_fake=true"
   "dpgan fashion-mnist-eps1 cpu-clipfake 30 clip_fake=true"
   # issue 10: the non-private reference with one generator step per discriminator step
   # (carpedm20 takes two; with two, D's logits end equal on real and fake and the Fashion-MNIST
@@ -228,15 +244,6 @@ JOBS=(
   # issue 10: the label-free teacher split (standard replace-one DP; data.partition): every
   # teacher its own label sequence, so G-PATE's cost per step (~4-5x a DataLens step here)
   "datalens mnist-eps1 paper-cpu-shuffled 30 moment_dtype=bfloat16 chunk=12 partition=shuffled"
-  # issue 10, tab:lowdp (T2): DP-GAN calibrates its noise to the budget, so each budget below
-  # eps = 1 is a run of its own (the small-batch cpu setting with the budget set; pairs of
-  # one-thread lanes, ~2.5 h a pair); T2 shows their cost and command until they land
-  # (2026-11-29: if the cpu-clipfake cells above show that D learns, clip_fake becomes the
-  # small-batch default before these run: as they stand they repeat the failure measured there)
-  "dpgan mnist-eps1 cpu-eps0.2 30 epsilon=0.2" "dpgan fashion-mnist-eps1 cpu-eps0.2 30 epsilon=0.2"
-  "dpgan mnist-eps1 cpu-eps0.4 30 epsilon=0.4" "dpgan fashion-mnist-eps1 cpu-eps0.4 30 epsilon=0.4"
-  "dpgan mnist-eps1 cpu-eps0.6 30 epsilon=0.6" "dpgan fashion-mnist-eps1 cpu-eps0.6 30 epsilon=0.6"
-  "dpgan mnist-eps1 cpu-eps0.8 30 epsilon=0.8" "dpgan fashion-mnist-eps1 cpu-eps0.8 30 epsilon=0.8"
 )
 if [[ -n ${CPU_QUEUE_JOBS:-} ]]; then mapfile -t JOBS <<<"$CPU_QUEUE_JOBS"; fi
 
