@@ -603,7 +603,9 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
     cell (DP-GAN's, whose noise is calibrated to the budget). Cells without a result say why
     (not implemented yet; DP-GAN needs one run per budget; a snapshot taken but not evaluated;
     or not committed yet) and, for implemented methods, give ``measured_cost`` (a committed
-    run of the ε = 1 config: the same number of steps) and ``paper_command``."""
+    run of the ε = 1 config: the same number of steps) and ``paper_command``. DP-GAN's
+    large-batch setting (``<dataset>-eps1-large``, DPImageBench's) has rows of its own,
+    "DP-GAN (large batch)", as in T1: a variant, never compared with the paper's number."""
     from .methods import METHODS
 
     paper = paper_table("tab_lowdp.csv")
@@ -626,13 +628,15 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
                     if b.get("exact") and "samples" in b:
                         taken.setdefault((method, s["dataset"], b["budget"]), []).append(
                             f"{s['config']}/{Path(s['run_dir']).name}")
-            if s["config"].endswith("-eps1") and s.get("acc_paper") is not None:
+            large = s["config"].endswith("-eps1-large")  # DP-GAN's large-batch setting
+            if (s["config"].endswith("-eps1") or large) and s.get("acc_paper") is not None:
                 md = s.get("moment_dtype")
                 eps = float(s["epsilon"])
                 over = {"moment_dtype": md} if md else {}
                 if eps != 1.0:
                     over["epsilon"] = eps
-                full.append({"method": names[method], "dataset": s["dataset"], "epsilon": eps,
+                label = f"{names[method]} (large batch)" if large else names[method]
+                full.append({"method": label, "dataset": s["dataset"], "epsilon": eps,
                              "profile": s["profile"], "family": s["family"],
                              "variant": not run_matches(s, method, over),
                              "seed": s["seed"], "ours": s["acc_paper"],
@@ -644,48 +648,66 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
     for r in paper.itertuples():
         key = PAPER_METHODS.get(r.method)
         eps = float(r.epsilon)
-        base = {"method": r.method, "dataset": r.dataset, "epsilon": eps,
-                "paper": float(r.value)}
-        mine = snaps[(snaps["method"] == r.method) & (snaps["dataset"] == r.dataset)
-                     & (snaps["epsilon"] == eps)] if len(snaps) else snaps
-        if len(mine):
-            for (prof, fam), g in mine.groupby(["profile", "family"]):
-                # a training seed counts once (a re-run of a seed, e.g. with other code, is
-                # not another seed; DataLens's SEED_FOLDERS already keep one run per seed)
-                g = g.drop_duplicates("seed")
-                rows.append({**base, "profile": prof, "family": fam, "seeds": len(g),
-                             "ours": float(g["ours"].mean()),
-                             "ours_sd": float(g["ours"].std()) if len(g) > 1 else None,
-                             "ours_clean": float(g["ours_clean"].mean()),
-                             "eval_epochs": int(g["eval_epochs"].min()), "status": "ok"})
-            continue
-        why = ("not implemented yet" if key not in METHODS else
-               "no committed ε = 1 run yet" if eps == 1.0 else
-               "DP-GAN calibrates its noise to the budget: one run per budget (queued last "
-               "in scripts/cpu_queue.sh, cpu profile)"
-               if key == "dpgan" else "no committed ε = 1 run with evaluated snapshots yet")
-        if runs := taken.get((key, r.dataset, eps)):  # its samples stayed where it ran
-            why = (f"snapshot taken by {', '.join(runs)} but not evaluated (its samples are "
-                   "not kept here: `datalens evaluate RUN --snapshot B` where they are, or "
-                   "train again)")
-        need = data_status(r.dataset)
-        todo = {}
-        if key in METHODS and not need:
-            # what the missing cell would cost (a committed run of the eps = 1 config: the
-            # same number of steps) and the command that runs it at the paper profile
-            config = method_config(r.dataset, 1.0)
-            below = eps != 1.0
-            todo = {"measured_cost": measured_cost(key, config, root),
-                    "paper_command": paper_command(
-                        key, config, {"epsilon": eps} if below and key == "dpgan" else None,
-                        snapshots=key != "dpgan", snapshot=eps if below and key != "dpgan"
-                        else None)}
-        if need:
-            why = need
-        rows.append({**base, "profile": "-", "family": "-", "seeds": 0, "ours": None,
-                     "ours_sd": None, "ours_clean": None, "eval_epochs": None, "status": why,
-                     **todo})
+        config = method_config(r.dataset, 1.0)
+        variants = [(r.method, config)]
+        if key in METHODS and f"{config}-large" in available_configs(key):
+            # DP-GAN's large-batch setting (DPImageBench's) beside the small-batch one, as
+            # in T1 (methods_table): not the paper's setting, so never compared with it
+            variants.append((f"{r.method} (large batch)", f"{config}-large"))
+        for label, cfg in variants:
+            rows.extend(_lowdp_cells(label, cfg, key, r, eps, snaps, taken, root))
     return with_difference(pd.DataFrame(rows))
+
+
+def _lowdp_cells(label: str, config: str, key: str | None, r: Any, eps: float,
+                 snaps: pd.DataFrame, taken: dict[tuple[str, str, float], list[str]],
+                 root: Path | None) -> list[dict[str, Any]]:
+    """The rows of one ``tab:lowdp`` cell (:func:`lowdp_methods_table`) for the setting
+    ``label`` (the paper's method name, or DP-GAN's large-batch setting) of ``config``: one
+    row per run family with results, or one row saying why there is none."""
+    from .methods import METHODS
+
+    base = {"method": label, "dataset": r.dataset, "epsilon": eps, "paper": float(r.value),
+            "variant": config.endswith("-large")}
+    mine = snaps[(snaps["method"] == label) & (snaps["dataset"] == r.dataset)
+                 & (snaps["epsilon"] == eps)] if len(snaps) else snaps
+    if len(mine):
+        rows = []
+        for (prof, fam), g in mine.groupby(["profile", "family"]):
+            # a training seed counts once (a re-run of a seed, e.g. with other code, is
+            # not another seed; DataLens's SEED_FOLDERS already keep one run per seed)
+            g = g.drop_duplicates("seed")
+            rows.append({**base, "profile": prof, "family": fam, "seeds": len(g),
+                         "ours": float(g["ours"].mean()),
+                         "ours_sd": float(g["ours"].std()) if len(g) > 1 else None,
+                         "ours_clean": float(g["ours_clean"].mean()),
+                         "eval_epochs": int(g["eval_epochs"].min()), "status": "ok"})
+        return rows
+    why = ("not implemented yet" if key not in METHODS else
+           "no committed ε = 1 run yet" if eps == 1.0 else
+           "DP-GAN calibrates its noise to the budget: one run per budget (queued in "
+           "scripts/cpu_queue.sh, cpu profile)"
+           if key == "dpgan" else "no committed ε = 1 run with evaluated snapshots yet")
+    if not config.endswith("-large") and (runs := taken.get((key, r.dataset, eps))):
+        # its samples stayed where it ran
+        why = (f"snapshot taken by {', '.join(runs)} but not evaluated (its samples are "
+               "not kept here: `datalens evaluate RUN --snapshot B` where they are, or "
+               "train again)")
+    need = data_status(r.dataset)
+    todo = {}
+    if key in METHODS and not need:
+        # what the missing cell would cost (a committed run of the eps = 1 config: the
+        # same number of steps) and the command that runs it at the paper profile
+        below = eps != 1.0
+        todo = {"measured_cost": measured_cost(key, config, root),
+                "paper_command": paper_command(
+                    key, config, {"epsilon": eps} if below and key == "dpgan" else None,
+                    snapshots=key != "dpgan", snapshot=eps if below and key != "dpgan"
+                    else None)}
+    if need:
+        why = need
+    return [{**base, "profile": "-", "family": "-", "seeds": 0, "ours": None,
+             "ours_sd": None, "ours_clean": None, "eval_epochs": None, "status": why, **todo}]
 
 
 def committed_match(config: str, overrides: dict[str, Any] | None = None,

@@ -107,7 +107,14 @@ else:
 # Each cell of the paper's table beside the mean (and standard deviation, with several
 # training seeds) of our committed snapshots at that budget, per run family; only the
 # paper's setting evaluated for 600 epochs with float32 Adam moments is given a difference.
-# Cells we do not have say why.
+# Cells we do not have say why. As in T1, DP-GAN has two settings: the small-batch one
+# (`DP-GAN`, batch 64) and DPImageBench's large-batch one (`DP-GAN (large batch)`, batch 4096,
+# each real example clipped together with one fake), a variant shown beside the paper's
+# DP-GAN number and never compared with it. The budgets below ε = 1 are queued in the
+# large-batch setting first: the small-batch discriminator calls every image fake, and with
+# `clip_fake` it stays at chance for the probe's 1,500 steps
+# (`data/results/dpgan/mnist-eps10/cpu/probe-discriminator-1500.json`, described in
+# `data/results/README.md`).
 
 # %%
 lowdp = book.lowdp_methods_table()

@@ -209,7 +209,9 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
     assert (one.family, one.seeds, one.ours) == ("gpu", 1, 0.70)
     assert "no committed ε = 1 run yet" in t[(t.method == "DP-GAN") & (t.epsilon == 1.0)
                                             ].iloc[0].status
-    assert len(t[t.method != "DataLens"]) == 40 and t.ours.notna().sum() == 3
+    # DP-GAN's large-batch setting has a row of its own per cell (T1's "(large batch)" rows)
+    assert len(t[t.method != "DataLens"]) == 50 and t.ours.notna().sum() == 3
+    assert len(t[t.method == "DP-GAN (large batch)"]) == 10
     # a missing cell says what it would cost and how to run it: DP-GAN one run per budget,
     # the snapshot methods the eps = 1 run's snapshot
     assert "--set epsilon=0.2 --out runs/dpgan/mnist-eps1/paper-epsilon0.2" in other.paper_command
@@ -268,6 +270,30 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
     dp = book.lowdp_methods_table(root=tmp_path)
     one = dp[(dp.method == "DP-GAN") & (dp.dataset == "mnist") & (dp.epsilon == 1.0)].iloc[0]
     assert one.seeds == 1 and one.ours == 0.2
+
+    # the large-batch setting's budget run is its own row ("DP-GAN (large batch)"), never
+    # the small-batch cell and never compared with the paper, even at the paper profile
+    d = tmp_path / "dpgan" / "mnist-eps1-large" / "paper-eps0.2"
+    d.mkdir(parents=True)
+    cfg = load_config("mnist-eps1-large", "paper", method="dpgan", epsilon=0.2).to_dict()
+    (d / "run.json").write_text(json.dumps(
+        {"config": cfg, "target_epsilon": 0.2, "profile": "paper", "seed": 0, "steps": 2195,
+         "epsilon": {"rdp": 0.2}, "device": "cuda", "hardware": {}, "history": [],
+         "git_sha": "x", "timings": {"train_seconds": 60.0, "seconds_per_step": 1.0}}))
+    (d / "eval-600ep.json").write_text(json.dumps({"paper": 0.8, "clean": 0.79,
+                                                   "epochs": 600}))
+    t = book.lowdp_methods_table(root=tmp_path)
+    big = t[(t.method == "DP-GAN (large batch)") & (t.dataset == "mnist")].set_index("epsilon")
+    assert big.loc[0.2, "ours"] == 0.8 and big.loc[0.2, "profile"] == "paper"
+    assert math.isnan(big.loc[0.2, "difference"]) and bool(big.loc[0.2, "variant"])
+    small = t[(t.method == "DP-GAN") & (t.dataset == "mnist")].set_index("epsilon")
+    assert big.loc[0.2, "paper"] == small.loc[0.2, "paper"]  # the paper's DP-GAN number
+    assert small.loc[0.2, "ours"] == 0.15  # the small-batch cell is unchanged
+    # a missing large-batch cell names its own config and the large-batch run's cost
+    assert pd.isna(big.loc[0.4, "ours"]) and "one run per budget" in big.loc[0.4, "status"]
+    assert ("--config mnist-eps1-large --profile paper --set epsilon=0.4"
+            in big.loc[0.4, "paper_command"])
+    assert big.loc[0.4, "measured_cost"] != small.loc[0.4, "measured_cost"]
 
 
 def test_lowdp_eps1_column_counts_a_seed_once(tmp_path):
