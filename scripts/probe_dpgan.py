@@ -26,20 +26,7 @@ import torch
 from datalens_lib.config import load_config
 from datalens_lib.methods.dpgan import DPGAN, discriminator_probe
 from datalens_lib.provenance import atomic_write_json, provenance
-from datalens_lib.quality.classifier import load_domain_classifier, predict
-
-
-def agreement_score(dataset: str):
-    """``score`` for ``discriminator_probe``: the domain classifier's label agreement on the
-    fakes and its mean top probability (the weights' SHA-256 is checked on loading)."""
-    model, rec = load_domain_classifier(dataset)
-
-    def score(fake: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
-        probs = predict(model, fake.float().cpu().numpy())[0]
-        return {"label_agreement": float((probs.argmax(1) == labels.cpu().numpy()).mean()),
-                "top_probability": float(probs.max(1).mean())}
-
-    return score, rec["sha256"]
+from datalens_lib.quality.classifier import agreement_score
 
 
 def main() -> None:

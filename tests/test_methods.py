@@ -213,6 +213,68 @@ def test_dcgan_has_carpedm20s_discriminator_and_old_records_read_as_datalenss(mn
         DCGANConfig(dataset="mnist", df_dim=0)
 
 
+def test_dcgan_joint_d_batch_is_one_forward_pass_and_validated(mnist_dir):
+    """``joint_d_batch``: D's step sees real and fake in one batch (BatchNorm statistics over
+    both), so its trajectory differs from carpedm20's separate batches; a non-bool is refused."""
+    from datalens_lib.methods.dcgan import DCGANConfig
+
+    sep, joint = _method("dcgan", mnist_dir), _method("dcgan", mnist_dir, joint_d_batch=True)
+    calls = []
+    hook = joint.D.register_forward_hook(lambda mod, inp, out: calls.append(len(inp[0])))
+    a, b = sep.step(), joint.step()
+    hook.remove()
+    assert a["d_loss"] != b["d_loss"]
+    # per batch: one D pass over 2B images, then g_steps passes over B fakes
+    bsz = joint.cfg.batch_size
+    assert calls[:3] == [2 * bsz, bsz, bsz]
+    assert not torch.equal(next(sep.D.parameters()), next(joint.D.parameters()))
+    with pytest.raises(ValueError, match="joint_d_batch"):
+        DCGANConfig(dataset="mnist", joint_d_batch="yes")
+
+
+@pytest.mark.parametrize("joint", [False, True])
+def test_dcgan_discriminator_probe_measures_without_touching_the_run(mnist_dir, joint):
+    """methods.dcgan.discriminator_probe: a row before the first epoch and after each; the
+    probed run's trajectory is the unprobed run's, bit for bit; the within-class distances
+    are those of the probe's own images; D trained alone reports its loss."""
+    from datalens_lib.methods.dcgan import discriminator_probe
+
+    probed = _method("dcgan", mnist_dir, joint_d_batch=joint)
+    plain = _method("dcgan", mnist_dir, joint_d_batch=joint)
+    seen = []
+
+    def score(fake: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+        seen.append((fake.clone(), labels.clone()))
+        return {"mean_pixel": float(fake.mean())}
+
+    out = discriminator_probe(probed, epochs=2, n=40, alone_batches=3, score=score)
+    rows = out["rows"]
+    for _ in range(2):
+        plain.step()
+    assert [r["epoch"] for r in rows] == [0, 1, 2] and "d_loss" in rows[1]
+    assert [r["d_loss"] for r in rows[1:]] == [h["d_loss"] for h in plain.history]
+    for a, b in zip(probed.G.parameters(), plain.G.parameters(), strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(probed.D.parameters(), plain.D.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert len(seen) == 3 and [r["mean_pixel"] for r in rows] == [float(f.mean())
+                                                                  for f, _ in seen]
+    # the within-class distance is the mean pairwise L2 distance within each label
+    fake, labels = seen[-1]
+    want = []
+    for c in range(10):
+        xc = fake[labels == c].flatten(1).double()
+        if len(xc) > 1:
+            want.append(float(torch.pdist(xc).mean()))
+    assert rows[-1]["within_class_fake"] == pytest.approx(sum(want) / len(want))
+    assert rows[0]["within_class_real"] == rows[-1]["within_class_real"] > 0
+    assert rows[-1]["logit_real_sd"] > 0 and rows[-1]["logit_fake_sd"] > 0
+    for d in ("final_d", "fresh_d"):
+        assert out["alone"][d]["first10"] > 0 and out["alone"]["batches"] == 3
+    with pytest.raises(ValueError, match="epochs"):
+        discriminator_probe(plain, epochs=0)
+
+
 def test_gpate_paper_settings_give_the_official_query_budgets():
     """The data-independent ledger allows 1971 queries (131 steps of 15) at MNIST eps = 1 and
     1519 (50 steps of 30) at eps = 10 under the official conversion (shared notes)."""

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,10 @@ class DCGANConfig:
     lr: float = 2e-4
     beta1: float = 0.5
     g_steps: int = 2  # generator steps per discriminator step (carpedm20)
+    # D's step on one batch of the real and the fake images together (its BatchNorm
+    # statistics over both) instead of carpedm20's two separate batches: a diagnostic variant
+    # (scripts/probe_dcgan.py), off in every committed run
+    joint_d_batch: bool = False
     z_dim: int = 100
     # the discriminator's widths: carpedm20's defaults (its conv to df_dim + y_dim channels,
     # its linear layer of dfc_dim units); DataLens's own discriminator is 32 and 256
@@ -89,6 +94,8 @@ class DCGANConfig:
             positive_float(name, getattr(self, name))
         if not 0 <= self.beta1 < 1:
             raise ValueError(f"beta1 must be in [0, 1), got {self.beta1}")
+        if not isinstance(self.joint_d_batch, bool):
+            raise ValueError(f"joint_d_batch must be true or false, got {self.joint_d_batch!r}")
         if self.train_limit is not None:
             positive_int("train_limit", self.train_limit)
         if self.eval_test_limit is not None:
@@ -176,8 +183,12 @@ class DCGAN:
             z = (torch.rand(b, self.cfg.z_dim, generator=self.gen) * 2 - 1).to(self.device)
             with torch.no_grad():  # a constant for D's step (the same images, no graph)
                 fake = self.G(z, oh)
-            d_loss = (F.softplus(-self.D(x, oh)).mean()
-                      + F.softplus(self.D(fake, oh)).mean())
+            if self.cfg.joint_d_batch:  # one forward pass: BatchNorm over real and fake
+                logits = self.D(torch.cat([x, fake]), torch.cat([oh, oh]))
+                real_logit, fake_logit = logits[:b], logits[b:]
+            else:  # carpedm20: a real batch and a fake batch, each with its own statistics
+                real_logit, fake_logit = self.D(x, oh), self.D(fake, oh)
+            d_loss = F.softplus(-real_logit).mean() + F.softplus(fake_logit).mean()
             self.d_opt.zero_grad(set_to_none=True)
             d_loss.backward()
             self.d_opt.step()
@@ -226,3 +237,102 @@ class DCGAN:
                 "privacy": {"mechanism": "none: non-private reference (the ε = ∞ column)",
                             "event": "NonPrivateDpEvent()", "dp_guarantee": "none",
                             "dp_ledgers": []}}
+
+
+def discriminator_probe(m: DCGAN, epochs: int, n: int = 256, seed: int = 12345,
+                        alone_batches: int = 150,
+                        score: Callable[[torch.Tensor, torch.Tensor], dict[str, float]]
+                        | None = None) -> dict[str, Any]:
+    """Train ``m`` for ``epochs`` epochs and measure it before the first and after each, on one
+    fixed probe set: ``n`` real training images (drawn once) and ``n`` fakes (fixed z and
+    uniform labels). A diagnostic of the module doc's finding (D gives G no signal with two
+    generator steps per D step, and the generator collapses within each class), not part of
+    any run. Copies of G and D are measured (the run's own BatchNorm state and optimizers are
+    untouched), and the probe draws its randomness from its own generator, so the epochs it
+    wraps are the run's own (same seed: the same trajectory as an unprobed run).
+
+    Per row, D in training mode as in the run (separate real and fake batches, or one joint
+    batch where ``joint_d_batch``): the mean and standard deviation of its logits on the real
+    and on the fake set; the run's mean ``d_loss``/``g_loss`` over the epoch; and the
+    variety within a class: the mean pairwise L2 distance between fakes of one label, averaged
+    over labels, beside the same for the real set (``within_class_fake`` /
+    ``within_class_real``: a generator collapsed to one image per class has a ratio near 0).
+    ``score(fakes, labels)`` (optional, e.g. the domain classifier's label agreement) joins
+    each row.
+
+    After the last epoch, ``alone``: whether anything was left to learn. A copy of the final D,
+    and a fresh D, each trained alone (the run's Adam settings) for ``alone_batches`` batches
+    against the frozen final G on fresh real batches: D's loss over the first and the last ten
+    of those batches (log 4 = 1.386 is chance)."""
+    import copy
+
+    positive_int("epochs", epochs)
+    positive_int("n", n)
+    positive_int("alone_batches", alone_batches)
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.randint(0, len(m.x), (n,), generator=g).to(m.device)
+    xr, lr_ = m.x[idx], m.y[idx]
+    zf = (torch.rand(n, m.cfg.z_dim, generator=g) * 2 - 1).to(m.device)
+    lf = torch.randint(0, m.y_dim, (n,), generator=g).to(m.device)
+    yr, yf = m._onehot(lr_), m._onehot(lf)
+
+    def logits(D: Discriminator, x: torch.Tensor, y: torch.Tensor, fake: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        if m.cfg.joint_d_batch:
+            out = D(torch.cat([x, fake]), torch.cat([y, yf[: len(fake)]]))
+            return out[: len(x)], out[len(x):]
+        return D(x, y), D(fake, yf[: len(fake)])
+
+    def within_class(x: torch.Tensor, labels: torch.Tensor) -> float:
+        d = []
+        for c in range(m.y_dim):
+            xc = x[labels == c].flatten(1).double()
+            if len(xc) > 1:
+                dist = torch.cdist(xc, xc)
+                d.append(float(dist.sum() / (len(xc) * (len(xc) - 1))))
+        return float(np.mean(d))
+
+    real_spread = within_class(xr, lr_)
+
+    def measure(row: dict[str, Any]) -> dict[str, Any]:
+        with torch.no_grad():
+            fake = copy.deepcopy(m.G)(zf, yf)
+            r, f = logits(copy.deepcopy(m.D), xr, yr, fake)
+        out = {"epoch": m.epoch, "logit_real": float(r.mean()), "logit_real_sd": float(r.std()),
+               "logit_fake": float(f.mean()), "logit_fake_sd": float(f.std()),
+               "within_class_fake": within_class(fake, lf), "within_class_real": real_spread,
+               **{k: row[k] for k in ("d_loss", "g_loss") if k in row}}
+        if score is not None:
+            out.update(score(fake, lf))
+        return out
+
+    rows = [measure({})]
+    for _ in range(epochs):
+        rows.append(measure(m.step()))
+
+    def alone(D: Discriminator) -> dict[str, float]:
+        G = copy.deepcopy(m.G)
+        opt = torch.optim.Adam(D.parameters(), lr=m.cfg.lr, betas=(m.cfg.beta1, 0.999))
+        b, losses = m.cfg.batch_size, []
+        for _ in range(alone_batches):
+            i = torch.randint(0, len(m.x), (b,), generator=g).to(m.device)
+            z = (torch.rand(b, m.cfg.z_dim, generator=g) * 2 - 1).to(m.device)
+            y = m._onehot(m.y[i])
+            with torch.no_grad():
+                fake = G(z, y)
+            if m.cfg.joint_d_batch:
+                out = D(torch.cat([m.x[i], fake]), torch.cat([y, y]))
+                r, f = out[:b], out[b:]
+            else:
+                r, f = D(m.x[i], y), D(fake, y)
+            loss = F.softplus(-r).mean() + F.softplus(f).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+        return {"first10": float(np.mean(losses[:10])), "last10": float(np.mean(losses[-10:]))}
+
+    torch.manual_seed(seed + 1)  # the fresh D's initialisation
+    fresh = Discriminator(m.y_dim, m.shape, m.cfg.df_dim, m.cfg.dfc_dim).to(m.device)
+    return {"rows": rows, "alone": {"final_d": alone(copy.deepcopy(m.D)),
+                                    "fresh_d": alone(fresh), "batches": alone_batches}}

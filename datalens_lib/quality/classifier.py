@@ -151,6 +151,22 @@ def predict(model: DomainClassifier, x: np.ndarray, batch_size: int = 2000
     return np.concatenate(probs), np.concatenate(feats)
 
 
+def agreement_score(dataset: str):
+    """A generator probe's ``score(fakes, labels)`` (``methods.dpgan.discriminator_probe``,
+    ``methods.dcgan.discriminator_probe``) and the classifier's SHA-256: the share of fakes
+    ``dataset``'s domain classifier assigns to their conditioning label (``label_agreement``,
+    chance 1/C) and its mean top probability (``top_probability``); the weights' SHA-256 is
+    checked on loading."""
+    model, rec = load_domain_classifier(dataset)
+
+    def score(fake: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+        probs = predict(model, fake.float().cpu().numpy())[0]
+        return {"label_agreement": float((probs.argmax(1) == labels.cpu().numpy()).mean()),
+                "top_probability": float(probs.max(1).mean())}
+
+    return score, rec["sha256"]
+
+
 def reference_stats(dataset: str, data_dir: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Feature mean and covariance of ``dataset``'s real training set (the FID reference),
     computed once per process for each dataset folder and classifier (60k images: the
