@@ -686,8 +686,12 @@ def _lowdp_cells(label: str, config: str, key: str | None, r: Any, eps: float,
     why = ("not implemented yet" if key not in METHODS else
            "no committed ε = 1 run yet" if eps == 1.0 else
            "DP-GAN calibrates its noise to the budget: one run per budget (queued in "
-           "scripts/cpu_queue.sh, cpu profile)"
-           if key == "dpgan" else "no committed ε = 1 run with evaluated snapshots yet")
+           "scripts/cpu_queue.sh, cpu profile)" if key == "dpgan" and base["variant"] else
+           "DP-GAN calibrates its noise to the budget: one run per budget (not queued: the "
+           "small-batch discriminator does not learn, see "
+           "dpgan/mnist-eps10/cpu/probe-discriminator-1500.json; the large-batch rows are "
+           "queued)" if key == "dpgan"
+           else "no committed ε = 1 run with evaluated snapshots yet")
     if not config.endswith("-large") and (runs := taken.get((key, r.dataset, eps))):
         # its samples stayed where it ran
         why = (f"snapshot taken by {', '.join(runs)} but not evaluated (its samples are "

@@ -227,9 +227,10 @@ if len(runs):  # a difference only for the paper's setting, float32 moments, 600
 # docstring and `dpgan/mnist-eps10/cpu/probe-discriminator.json`). The same setting with each
 # real example clipped together with one fake (`clip_fake`, variant `cpu-clipfake`) balances
 # D but leaves it at chance for the first 1,500 steps (logits within 0.02 of 0, loss log 4:
-# `probe-discriminator-1500.json`, which also shows the generator's label agreement reaching
-# 0.34-0.53 early in the committed setting and falling to 0.20 by its end); its full runs are
-# queued behind the large-batch cells.
+# `probe-discriminator-1500.json`, which also shows the generator's label agreement on the
+# probe's fixed fakes reaching 0.34-0.53 early in the committed setting, while the run's
+# final published samples score 0.20: `quality.json`); its full runs are queued behind the
+# large-batch cells.
 #
 # *neighbouring* is the relation each ε is for, and it is not the same for every method: DP-GAN
 # (DP-SGD) is DP under adding or removing one record; G-PATE's label-free split gives

@@ -108,8 +108,9 @@ JOBS=(
   # one: the small-batch discriminator calls every image fake (probe-discriminator.json), and
   # with each real example clipped together with one fake it stays at chance for 1,500 steps
   # (logits within 0.02 of 0, d_loss 1.40 ~ log 4: probe-discriminator-1500.json), while the
-  # large-batch cells' discriminators learn (d_loss ~1.2). ~1.5-2 h each alone, evaluation
-  # included; T2 shows them as "DP-GAN (large batch)" (book.lowdp_methods_table)
+  # large-batch cells' discriminators learn (hinge d_loss ~0.9-1.2, chance 2.0). Each alone,
+  # evaluation included: ~1.6 h on MNIST, ~2.4 h on Fashion-MNIST (the eps = 1 cells); T2
+  # shows them as "DP-GAN (large batch)" (book.lowdp_methods_table)
   "dpgan mnist-eps1-large cpu-eps0.2 30 epsilon=0.2"
   "dpgan fashion-mnist-eps1-large cpu-eps0.2 30 epsilon=0.2"
   "dpgan mnist-eps1-large cpu-eps0.4 30 epsilon=0.4"

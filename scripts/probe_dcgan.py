@@ -11,7 +11,8 @@ the series with their provenance to OUT (temp file, then rename).
 The settings (``--settings``, default all three): carpedm20's (two generator steps per D step,
 separate real and fake batches: the committed cells), the same with one joint batch for D,
 and one generator step per D step (the queued ``cpu-g1`` cells). ``--train-limit`` trains on
-the first N training images (an epoch is N / 64 batches): a diagnosis, not a result. One torch
+the first N training images (an epoch is N / 64 batches; 0: all of them): a diagnosis, not a
+result. One torch
 thread by default (``--threads``)."""
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ def main() -> None:
     t0 = time.time()
     score, classifier = None, None
     for name in a.settings:
-        cfg = load_config(a.config, a.profile, method="dcgan", train_limit=a.train_limit,
-                          **SETTINGS[name])
+        cfg = load_config(a.config, a.profile, method="dcgan",
+                          train_limit=a.train_limit or None, **SETTINGS[name])
         m = DCGAN(cfg, seed=a.seed, device="cpu", profile=a.profile)
         if a.agreement and score is None:
             score, classifier = agreement_score(cfg.dataset)

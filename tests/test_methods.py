@@ -224,12 +224,24 @@ def test_dcgan_joint_d_batch_is_one_forward_pass_and_validated(mnist_dir):
     a, b = sep.step(), joint.step()
     hook.remove()
     assert a["d_loss"] != b["d_loss"]
-    # per batch: one D pass over 2B images, then g_steps passes over B fakes
+    # per batch: one D pass over 2B images, then each of the g_steps generator steps also
+    # sees real and fake in one batch (2B)
     bsz = joint.cfg.batch_size
-    assert calls[:3] == [2 * bsz, bsz, bsz]
+    assert joint.cfg.g_steps == 2 and calls[:3] == [2 * bsz] * 3
     assert not torch.equal(next(sep.D.parameters()), next(joint.D.parameters()))
     with pytest.raises(ValueError, match="joint_d_batch"):
         DCGANConfig(dataset="mnist", joint_d_batch="yes")
+
+
+def _same_state(a, b) -> bool:
+    """Two state dicts (nested dicts, lists, tensors, numbers) are equal, tensors bit for bit."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same_state(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    return a == b
 
 
 @pytest.mark.parametrize("joint", [False, True])
@@ -247,10 +259,16 @@ def test_dcgan_discriminator_probe_measures_without_touching_the_run(mnist_dir, 
         seen.append((fake.clone(), labels.clone()))
         return {"mean_pixel": float(fake.mean())}
 
-    out = discriminator_probe(probed, epochs=2, n=40, alone_batches=3, score=score)
+    rng = torch.get_rng_state()
+    out = discriminator_probe(probed, epochs=2, n=40, alone_batches=20, score=score)
+    assert torch.equal(torch.get_rng_state(), rng)  # the probe's randomness is its own
     rows = out["rows"]
     for _ in range(2):
         plain.step()
+    # everything the run carries (BatchNorm buffers, optimizer moments) is the plain run's
+    for a, b in ((probed.G, plain.G), (probed.D, plain.D), (probed.g_opt, plain.g_opt),
+                 (probed.d_opt, plain.d_opt)):
+        assert _same_state(a.state_dict(), b.state_dict())
     assert [r["epoch"] for r in rows] == [0, 1, 2] and "d_loss" in rows[1]
     assert [r["d_loss"] for r in rows[1:]] == [h["d_loss"] for h in plain.history]
     for a, b in zip(probed.G.parameters(), plain.G.parameters(), strict=True):
@@ -269,10 +287,14 @@ def test_dcgan_discriminator_probe_measures_without_touching_the_run(mnist_dir, 
     assert rows[-1]["within_class_fake"] == pytest.approx(sum(want) / len(want))
     assert rows[0]["within_class_real"] == rows[-1]["within_class_real"] > 0
     assert rows[-1]["logit_real_sd"] > 0 and rows[-1]["logit_fake_sd"] > 0
-    for d in ("final_d", "fresh_d"):
-        assert out["alone"][d]["first10"] > 0 and out["alone"]["batches"] == 3
+    for d in ("final_d", "fresh_d"):  # two distinct windows of D's loss while it trains
+        w = out["alone"][d]
+        assert math.isfinite(w["first10"]) and w["first10"] != w["last10"]
+    assert out["alone"]["final_d"] != out["alone"]["fresh_d"] and out["alone"]["batches"] == 20
     with pytest.raises(ValueError, match="epochs"):
         discriminator_probe(plain, epochs=0)
+    with pytest.raises(ValueError, match="alone_batches"):
+        discriminator_probe(plain, epochs=1, alone_batches=10)
 
 
 def test_gpate_paper_settings_give_the_official_query_budgets():

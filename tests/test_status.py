@@ -203,7 +203,7 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
     assert gpu.difference == pytest.approx(0.42 - gpu.paper)
     assert cpu.seeds == 1 and math.isnan(cpu.difference)
     other = t[(t.method == "DP-GAN") & (t.dataset == "mnist") & (t.epsilon == 0.2)].iloc[0]
-    assert other.profile == "-" and "one run per budget" in other.status
+    assert other.profile == "-" and "one run per budget (not queued" in other.status
     assert "not implemented" in t[t.method == "PATE-GAN"].iloc[0].status
     one = t[(t.method == "DataLens") & (t.dataset == "mnist") & (t.epsilon == 1.0)].iloc[0]
     assert (one.family, one.seeds, one.ours) == ("gpu", 1, 0.70)
@@ -290,10 +290,25 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
     assert big.loc[0.2, "paper"] == small.loc[0.2, "paper"]  # the paper's DP-GAN number
     assert small.loc[0.2, "ours"] == 0.15  # the small-batch cell is unchanged
     # a missing large-batch cell names its own config and the large-batch run's cost
-    assert pd.isna(big.loc[0.4, "ours"]) and "one run per budget" in big.loc[0.4, "status"]
+    assert pd.isna(big.loc[0.4, "ours"])
+    assert "one run per budget (queued in scripts/cpu_queue.sh" in big.loc[0.4, "status"]
     assert ("--config mnist-eps1-large --profile paper --set epsilon=0.4"
             in big.loc[0.4, "paper_command"])
-    assert big.loc[0.4, "measured_cost"] != small.loc[0.4, "measured_cost"]
+    assert "(2195 steps)" in big.loc[0.4, "measured_cost"]  # the large-batch run's cost
+    assert "(2195 steps)" not in small.loc[0.4, "measured_cost"]
+    # a large-batch run with another setting changed too is a variant: left out
+    v = tmp_path / "dpgan" / "mnist-eps1-large" / "paper-eps0.6-lr"
+    v.mkdir(parents=True)
+    cfg = load_config("mnist-eps1-large", "paper", method="dpgan", epsilon=0.6,
+                      lr_d=0.1).to_dict()
+    (v / "run.json").write_text(json.dumps(
+        {"config": cfg, "target_epsilon": 0.6, "profile": "paper", "seed": 0, "steps": 2195,
+         "epsilon": {"rdp": 0.6}, "device": "cuda", "hardware": {}, "history": [],
+         "git_sha": "x", "timings": {"train_seconds": 60.0, "seconds_per_step": 1.0}}))
+    (v / "eval-600ep.json").write_text(json.dumps({"paper": 0.9, "clean": 0.9, "epochs": 600}))
+    t = book.lowdp_methods_table(root=tmp_path)
+    big = t[(t.method == "DP-GAN (large batch)") & (t.dataset == "mnist")].set_index("epsilon")
+    assert pd.isna(big.loc[0.6, "ours"]) and big.loc[0.2, "ours"] == 0.8
 
 
 def test_lowdp_eps1_column_counts_a_seed_once(tmp_path):

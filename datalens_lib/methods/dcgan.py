@@ -64,9 +64,9 @@ class DCGANConfig:
     lr: float = 2e-4
     beta1: float = 0.5
     g_steps: int = 2  # generator steps per discriminator step (carpedm20)
-    # D's step on one batch of the real and the fake images together (its BatchNorm
-    # statistics over both) instead of carpedm20's two separate batches: a diagnostic variant
-    # (scripts/probe_dcgan.py), off in every committed run
+    # D on one batch of the real and the fake images together (its BatchNorm statistics over
+    # both), in D's step and in the generator's, instead of carpedm20's separate batches: a
+    # diagnostic variant (scripts/probe_dcgan.py), off in every committed run
     joint_d_batch: bool = False
     z_dim: int = 100
     # the discriminator's widths: carpedm20's defaults (its conv to df_dim + y_dim channels,
@@ -170,6 +170,18 @@ class DCGAN:
     def _onehot(self, y: torch.Tensor) -> torch.Tensor:
         return F.one_hot(y, self.y_dim).to(torch.float32)
 
+    def logits(self, D: Discriminator, x: torch.Tensor, y: torch.Tensor, fake: torch.Tensor,
+               y_fake: torch.Tensor, *, real: bool = True
+               ) -> tuple[torch.Tensor | None, torch.Tensor]:
+        """``D``'s logits on real images ``x`` and on ``fake`` (one-hot labels ``y``,
+        ``y_fake``): carpedm20's two batches, each normalised by its own BatchNorm statistics
+        (``real=False``: the fake batch only, as in a generator step), or, with
+        ``joint_d_batch``, one batch of both (its real half is always computed then)."""
+        if self.cfg.joint_d_batch:
+            out = D(torch.cat([x, fake]), torch.cat([y, y_fake]))
+            return out[: len(x)], out[len(x):]
+        return (D(x, y) if real else None), D(fake, y_fake)
+
     def step(self) -> dict[str, Any]:
         """One epoch: for every full batch, a discriminator step on real and fake, then
         ``g_steps`` generator steps on the same z and labels (non-saturating loss)."""
@@ -183,17 +195,14 @@ class DCGAN:
             z = (torch.rand(b, self.cfg.z_dim, generator=self.gen) * 2 - 1).to(self.device)
             with torch.no_grad():  # a constant for D's step (the same images, no graph)
                 fake = self.G(z, oh)
-            if self.cfg.joint_d_batch:  # one forward pass: BatchNorm over real and fake
-                logits = self.D(torch.cat([x, fake]), torch.cat([oh, oh]))
-                real_logit, fake_logit = logits[:b], logits[b:]
-            else:  # carpedm20: a real batch and a fake batch, each with its own statistics
-                real_logit, fake_logit = self.D(x, oh), self.D(fake, oh)
+            real_logit, fake_logit = self.logits(self.D, x, oh, fake, oh)
             d_loss = F.softplus(-real_logit).mean() + F.softplus(fake_logit).mean()
             self.d_opt.zero_grad(set_to_none=True)
             d_loss.backward()
             self.d_opt.step()
             for _ in range(self.cfg.g_steps):
-                g_loss = F.softplus(-self.D(self.G(z, oh), oh)).mean()
+                g_loss = F.softplus(-self.logits(self.D, x, oh, self.G(z, oh), oh,
+                                                 real=False)[1]).mean()
                 self.g_opt.zero_grad(set_to_none=True)
                 g_loss.backward()
                 self.g_opt.step()
@@ -258,17 +267,19 @@ def discriminator_probe(m: DCGAN, epochs: int, n: int = 256, seed: int = 12345,
     over labels, beside the same for the real set (``within_class_fake`` /
     ``within_class_real``: a generator collapsed to one image per class has a ratio near 0).
     ``score(fakes, labels)`` (optional, e.g. the domain classifier's label agreement) joins
-    each row.
+    each row. ``n`` must leave some class with two probe images.
 
     After the last epoch, ``alone``: whether anything was left to learn. A copy of the final D,
     and a fresh D, each trained alone (the run's Adam settings) for ``alone_batches`` batches
-    against the frozen final G on fresh real batches: D's loss over the first and the last ten
-    of those batches (log 4 = 1.386 is chance)."""
+    against the frozen final G on the same fresh real batches and z (``alone_batches`` >= 20):
+    D's loss over the first and the last ten of those batches (log 4 = 1.386 is chance)."""
     import copy
 
     positive_int("epochs", epochs)
     positive_int("n", n)
-    positive_int("alone_batches", alone_batches)
+    if alone_batches < 20:
+        raise ValueError(f"alone_batches must be at least 20 (two windows of ten), got "
+                         f"{alone_batches}")
     g = torch.Generator().manual_seed(seed)
     idx = torch.randint(0, len(m.x), (n,), generator=g).to(m.device)
     xr, lr_ = m.x[idx], m.y[idx]
@@ -276,20 +287,11 @@ def discriminator_probe(m: DCGAN, epochs: int, n: int = 256, seed: int = 12345,
     lf = torch.randint(0, m.y_dim, (n,), generator=g).to(m.device)
     yr, yf = m._onehot(lr_), m._onehot(lf)
 
-    def logits(D: Discriminator, x: torch.Tensor, y: torch.Tensor, fake: torch.Tensor
-               ) -> tuple[torch.Tensor, torch.Tensor]:
-        if m.cfg.joint_d_batch:
-            out = D(torch.cat([x, fake]), torch.cat([y, yf[: len(fake)]]))
-            return out[: len(x)], out[len(x):]
-        return D(x, y), D(fake, yf[: len(fake)])
-
     def within_class(x: torch.Tensor, labels: torch.Tensor) -> float:
-        d = []
-        for c in range(m.y_dim):
-            xc = x[labels == c].flatten(1).double()
-            if len(xc) > 1:
-                dist = torch.cdist(xc, xc)
-                d.append(float(dist.sum() / (len(xc) * (len(xc) - 1))))
+        d = [float(torch.pdist(xc).mean()) for c in range(m.y_dim)
+             if len(xc := x[labels == c].flatten(1).double()) > 1]
+        if not d:
+            raise ValueError(f"n = {n} probe images leave no class with two of them")
         return float(np.mean(d))
 
     real_spread = within_class(xr, lr_)
@@ -297,7 +299,7 @@ def discriminator_probe(m: DCGAN, epochs: int, n: int = 256, seed: int = 12345,
     def measure(row: dict[str, Any]) -> dict[str, Any]:
         with torch.no_grad():
             fake = copy.deepcopy(m.G)(zf, yf)
-            r, f = logits(copy.deepcopy(m.D), xr, yr, fake)
+            r, f = m.logits(copy.deepcopy(m.D), xr, yr, fake, yf)
         out = {"epoch": m.epoch, "logit_real": float(r.mean()), "logit_real_sd": float(r.std()),
                "logit_fake": float(f.mean()), "logit_fake_sd": float(f.std()),
                "within_class_fake": within_class(fake, lf), "within_class_real": real_spread,
@@ -311,20 +313,18 @@ def discriminator_probe(m: DCGAN, epochs: int, n: int = 256, seed: int = 12345,
         rows.append(measure(m.step()))
 
     def alone(D: Discriminator) -> dict[str, float]:
+        # the same real batches and z for the final and the fresh D (a generator of its own)
+        ga = torch.Generator().manual_seed(seed + 2)
         G = copy.deepcopy(m.G)
         opt = torch.optim.Adam(D.parameters(), lr=m.cfg.lr, betas=(m.cfg.beta1, 0.999))
         b, losses = m.cfg.batch_size, []
         for _ in range(alone_batches):
-            i = torch.randint(0, len(m.x), (b,), generator=g).to(m.device)
-            z = (torch.rand(b, m.cfg.z_dim, generator=g) * 2 - 1).to(m.device)
+            i = torch.randint(0, len(m.x), (b,), generator=ga).to(m.device)
+            z = (torch.rand(b, m.cfg.z_dim, generator=ga) * 2 - 1).to(m.device)
             y = m._onehot(m.y[i])
             with torch.no_grad():
                 fake = G(z, y)
-            if m.cfg.joint_d_batch:
-                out = D(torch.cat([m.x[i], fake]), torch.cat([y, y]))
-                r, f = out[:b], out[b:]
-            else:
-                r, f = D(m.x[i], y), D(fake, y)
+            r, f = m.logits(D, m.x[i], y, fake, y)
             loss = F.softplus(-r).mean() + F.softplus(f).mean()
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -332,7 +332,8 @@ def discriminator_probe(m: DCGAN, epochs: int, n: int = 256, seed: int = 12345,
             losses.append(float(loss.detach()))
         return {"first10": float(np.mean(losses[:10])), "last10": float(np.mean(losses[-10:]))}
 
-    torch.manual_seed(seed + 1)  # the fresh D's initialisation
-    fresh = Discriminator(m.y_dim, m.shape, m.cfg.df_dim, m.cfg.dfc_dim).to(m.device)
+    with torch.random.fork_rng(devices=[]):  # the fresh D's initialisation; the caller's
+        torch.manual_seed(seed + 1)          # global random state is left as it was
+        fresh = Discriminator(m.y_dim, m.shape, m.cfg.df_dim, m.cfg.dfc_dim).to(m.device)
     return {"rows": rows, "alone": {"final_d": alone(copy.deepcopy(m.D)),
                                     "fresh_d": alone(fresh), "batches": alone_batches}}

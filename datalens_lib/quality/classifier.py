@@ -21,6 +21,7 @@ import functools
 import io
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +152,8 @@ def predict(model: DomainClassifier, x: np.ndarray, batch_size: int = 2000
     return np.concatenate(probs), np.concatenate(feats)
 
 
-def agreement_score(dataset: str):
+def agreement_score(dataset: str
+                    ) -> tuple[Callable[[torch.Tensor, torch.Tensor], dict[str, float]], str]:
     """A generator probe's ``score(fakes, labels)`` (``methods.dpgan.discriminator_probe``,
     ``methods.dcgan.discriminator_probe``) and the classifier's SHA-256: the share of fakes
     ``dataset``'s domain classifier assigns to their conditioning label (``label_agreement``,
