@@ -21,14 +21,17 @@ The logged losses sit at log 4 (D) and log 2 (G) from the first epoch on. D sees
 images in separate batches (as in carpedm20) and normalises its last hidden layer with
 training-mode BatchNorm, which fixes each unit's batch mean and variance, so the batch-mean
 logits of a real and a fake batch can differ only through higher moments; with two generator
-steps per D step, D ends up giving no signal at all. Measured on the Fashion-MNIST cpu run
-after its 10 epochs (2026-11-29): D's logits on a real and on a fake batch had the same mean
-and spread (0.0176 +- 0.0143 both), while the same D trained alone for 150 steps against the
-final generator separated them (loss 1.39 -> 0.45), as did a fresh one (0.47); the generator
-had collapsed to nearly one image per class. In a 250-batch probe on 16k Fashion-MNIST images,
-feeding D one joint batch of real and fake left D's loss at log 4 too (1.39), while one
-generator step per D step (``g_steps = 1``) let D learn a little (1.35) and kept more variety
-within a class; the CPU queue runs that variant (``cpu-g1``) beside the faithful cells. The
+steps per D step, D ends up giving no signal at all. First seen by hand on the Fashion-MNIST
+cpu run after its 10 epochs (2026-11-29; its generator had collapsed to nearly one image per
+class), then recorded by :func:`discriminator_probe` (``scripts/probe_dcgan.py``;
+``data/results/dcgan/fashion-mnist-epsinf/cpu/probe-discriminator.json``: 3 epochs on the
+first 16k Fashion-MNIST images): D's logits on real and on fake end with the same mean and
+spread (d_loss 1.388), while the same D trained alone for 150 batches against that generator
+separates them (1.40 -> 0.50), as does a fresh one (0.67), and the fakes' variety within a
+class shrinks epoch by epoch. One joint D batch of real and fake (``joint_d_batch``) leaves D
+at log 4 too, while one generator step per D step (``g_steps = 1``) lets D learn a little
+(1.36) and the variety within a class grows; the CPU queue runs that variant (``cpu-g1``)
+beside the faithful cells. The
 MNIST samples stay recognisable, class-conditional digits. carpedm20's own MNIST example
 behaves alike: its users report d_loss and g_loss near 1.3 and 0.7 for days of training while
 the samples sharpen (carpedm20/DCGAN-tensorflow issue #55, and the MNIST pull request #24).
