@@ -692,7 +692,7 @@ def _lowdp_cells(label: str, config: str, key: str | None, r: Any, eps: float,
            "dpgan/mnist-eps10/cpu/probe-discriminator-1500.json; the large-batch rows are "
            "queued)" if key == "dpgan"
            else "no committed ε = 1 run with evaluated snapshots yet")
-    if not config.endswith("-large") and (runs := taken.get((key, r.dataset, eps))):
+    if not base["variant"] and (runs := taken.get((key, r.dataset, eps))):
         # its samples stayed where it ran
         why = (f"snapshot taken by {', '.join(runs)} but not evaluated (its samples are "
                "not kept here: `datalens evaluate RUN --snapshot B` where they are, or "

@@ -4,7 +4,7 @@ fakes within a class and (``--agreement``) the domain classifier's label agreeme
 fakes after every epoch, then trains the final D and a fresh D alone against the final G; writes
 the series with their provenance to OUT (temp file, then rename).
 
-    python scripts/probe_dcgan.py --config fashion-mnist-epsinf --profile cpu --epochs 4 \\
+    python scripts/probe_dcgan.py --config fashion-mnist-epsinf --profile cpu --epochs 3 \\
         --train-limit 16000 --agreement \\
         --out data/results/dcgan/fashion-mnist-epsinf/cpu/probe-discriminator.json
 
@@ -12,8 +12,8 @@ The settings (``--settings``, default all three): carpedm20's (two generator ste
 separate real and fake batches: the committed cells), the same with one joint batch for D,
 and one generator step per D step (the queued ``cpu-g1`` cells). ``--train-limit`` trains on
 the first N training images (an epoch is N / 64 batches; 0: all of them): a diagnosis, not a
-result. One torch
-thread by default (``--threads``)."""
+result. The example is the committed record's command. One torch thread by default
+(``--threads``)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="fashion-mnist-epsinf")
     ap.add_argument("--profile", default="cpu")
-    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--train-limit", type=int, default=16000)
     ap.add_argument("--alone-batches", type=int, default=150)
     ap.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))

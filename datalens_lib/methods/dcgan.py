@@ -185,6 +185,13 @@ class DCGAN:
             return out[: len(x)], out[len(x):]
         return (D(x, y) if real else None), D(fake, y_fake)
 
+    def d_loss(self, D: Discriminator, x: torch.Tensor, y: torch.Tensor, fake: torch.Tensor,
+               y_fake: torch.Tensor) -> torch.Tensor:
+        """D's non-saturating loss: softplus(-D(real)) + softplus(D(fake)), batch means
+        (:meth:`logits`)."""
+        real_logit, fake_logit = self.logits(D, x, y, fake, y_fake)
+        return F.softplus(-real_logit).mean() + F.softplus(fake_logit).mean()
+
     def step(self) -> dict[str, Any]:
         """One epoch: for every full batch, a discriminator step on real and fake, then
         ``g_steps`` generator steps on the same z and labels (non-saturating loss)."""
@@ -198,8 +205,7 @@ class DCGAN:
             z = (torch.rand(b, self.cfg.z_dim, generator=self.gen) * 2 - 1).to(self.device)
             with torch.no_grad():  # a constant for D's step (the same images, no graph)
                 fake = self.G(z, oh)
-            real_logit, fake_logit = self.logits(self.D, x, oh, fake, oh)
-            d_loss = F.softplus(-real_logit).mean() + F.softplus(fake_logit).mean()
+            d_loss = self.d_loss(self.D, x, oh, fake, oh)
             self.d_opt.zero_grad(set_to_none=True)
             d_loss.backward()
             self.d_opt.step()
@@ -327,8 +333,7 @@ def discriminator_probe(m: DCGAN, epochs: int, n: int = 256, seed: int = 12345,
             y = m._onehot(m.y[i])
             with torch.no_grad():
                 fake = G(z, y)
-            r, f = m.logits(D, m.x[i], y, fake, y)
-            loss = F.softplus(-r).mean() + F.softplus(f).mean()
+            loss = m.d_loss(D, m.x[i], y, fake, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
