@@ -530,6 +530,38 @@ def stopping_rule_paragraph(table: pd.DataFrame) -> str:
     return text
 
 
+def dpgan_probe_paragraph(root: Path | None = None) -> str:
+    """T1's measured sentence on the small-batch DP-GAN discriminator, read from the committed
+    probe (``methods.dpgan.discriminator_probe``, ``scripts/probe_dpgan.py``) of
+    ``dpgan/mnist-eps10/cpu``: with ``clip_fake`` the largest |logit| and the loss range after
+    step 0; without it (the committed setting) the generator's label agreement on the probe's
+    fixed fakes after step 0, against the run's final published samples (``quality.json``)."""
+    folder = (root or RESULTS_DIR) / "dpgan" / "mnist-eps10" / "cpu"
+    probe = folder / "probe-discriminator-1500.json"
+    if not probe.is_file():
+        return ("No 1,500-step discriminator probe is committed yet: run "
+                "`python scripts/probe_dpgan.py` (its header gives the command).")
+    rec = json.loads(probe.read_text())
+    series = rec["series"]
+    on = [r for r in series["clip_fake=true"]["rows"] if r["step"] > 0]
+    off = [r for r in series["clip_fake=false"]["rows"] if r["step"] > 0]
+    logit = max(max(abs(r["logit_real"]), abs(r["logit_fake"])) for r in on)
+    loss = [r["d_loss"] for r in on]
+    agree = [r["label_agreement"] for r in off]
+    text = (f"Measured over the probe's {rec['steps']:,} steps (`{probe.name}`, seed "
+            f"{rec['seed']}, measurements every {rec['every']} steps): with `clip_fake` every "
+            f"logit stays within {logit:.2g} of 0 and the loss between {min(loss):.3f} and "
+            f"{max(loss):.3f} (log 4 = 1.386: chance); in the committed setting the "
+            f"generator's label agreement on the probe's fixed fakes is {min(agree):.2f}-"
+            f"{max(agree):.2f} after step 0")
+    quality = folder / "quality.json"
+    if quality.is_file():
+        final = json.loads(quality.read_text()).get("label_agreement")
+        if final is not None:
+            text += f", while the run's final published samples score {final:.2f} (`quality.json`)"
+    return text + "."
+
+
 def gpate_ledger_steps(profile: str = "paper") -> pd.DataFrame:
     """Per G-PATE config: the generator steps each sound, data-independent ledger lets a run
     take before ε reaches the budget (``methods.gpate.sound_steps``: ``stop_on="sound"`` with

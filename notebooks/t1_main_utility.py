@@ -226,11 +226,8 @@ if len(runs):  # a difference only for the paper's setting, float32 moments, 600
 # capped, so D settles at a low logit on every input (measured: `methods/dpgan.py`'s
 # docstring and `dpgan/mnist-eps10/cpu/probe-discriminator.json`). The same setting with each
 # real example clipped together with one fake (`clip_fake`, variant `cpu-clipfake`) balances
-# D but leaves it at chance for the first 1,500 steps (logits within 0.02 of 0, loss log 4:
-# `probe-discriminator-1500.json`, which also shows the generator's label agreement on the
-# probe's fixed fakes reaching 0.34-0.53 early in the committed setting, while the run's
-# final published samples score 0.20: `quality.json`); its full runs are queued behind the
-# large-batch cells.
+# D but leaves it at chance for the first 1,500 steps (the probe's numbers are printed below,
+# from `probe-discriminator-1500.json`); its full runs are queued (`cpu-clipfake`).
 #
 # *neighbouring* is the relation each ε is for, and it is not the same for every method: DP-GAN
 # (DP-SGD) is DP under adding or removing one record; G-PATE's label-free split gives
@@ -239,6 +236,9 @@ if len(runs):  # a difference only for the paper's setting, float32 moments, 600
 # not equal guarantees across rows. *family*: `gpu` runs use the paper's float32 Adam moments
 # and the full 600-epoch evaluation; a `cpu`-family run (bfloat16 moments, 30 epochs) is shown
 # but compared within its family only.
+
+# %%
+display(Markdown(book.dpgan_probe_paragraph()))
 
 # %%
 methods = book.methods_table(profile, seed=seed, datasets=datasets, device=device,

@@ -154,7 +154,7 @@ if len(bf) and len(ref) and bf["eval_epochs"].iloc[0] == 30:
         f"{spread:.4f})."))
 else:
     display(Markdown("The bfloat16-compute run of this setting is not committed yet "
-                     "(`scripts/cpu_queue.sh`, job 2): its effect is not claimed."))
+                     "(`scripts/cpu_queue.sh`, job `paper-cpu-bf16`): its effect is not claimed."))
 
 # %%
 runs = pd.DataFrame([{"config": r["config"], "folder": Path(r["run_dir"]).name,

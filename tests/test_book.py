@@ -712,3 +712,28 @@ def test_the_books_runs_evaluate_with_their_configs_test_limit(tmp_path, monkeyp
     s = book.run_datalens("mnist-eps1", "smoke", runs_root=tmp_path, device="cpu")
     ev = json.loads((Path(s["run_dir"]) / "eval-2ep.json").read_text())
     assert ev["test_limit"] == ev["n_test"] == 1000
+
+
+def test_dpgan_probe_paragraph_reads_its_numbers_from_the_records(tmp_path):
+    """T1's probe sentence: every figure comes from the probe and quality records (steps after
+    step 0 only), and a missing probe names the script instead of a number."""
+    assert "No 1,500-step discriminator probe" in book.dpgan_probe_paragraph(tmp_path)
+    folder = tmp_path / "dpgan" / "mnist-eps10" / "cpu"
+    folder.mkdir(parents=True)
+
+    def row(step, real, fake, loss, agree):
+        return {"step": step, "logit_real": real, "logit_fake": fake, "d_loss": loss,
+                "label_agreement": agree}
+
+    rec = {"steps": 40, "seed": 3, "every": 20, "series": {
+        "clip_fake=true": {"rows": [row(0, 0.9, 0.9, 9.0, 0.9), row(20, -0.031, 0.01, 1.5, 0.1),
+                                    row(40, 0.02, 0.0, 1.25, 0.2)]},
+        "clip_fake=false": {"rows": [row(0, 0.9, 0.9, 9.0, 0.99), row(20, -2.0, -2.0, 2.5, 0.27),
+                                     row(40, -2.0, -2.0, 2.6, 0.61)]}}}
+    (folder / "probe-discriminator-1500.json").write_text(json.dumps(rec))
+    text = book.dpgan_probe_paragraph(tmp_path)
+    assert "40 steps" in text and "seed 3" in text and "every 20 steps" in text
+    assert "within 0.031 of 0" in text and "between 1.250 and 1.500" in text
+    assert "0.27-0.61 after step 0" in text and "quality.json" not in text
+    (folder / "quality.json").write_text(json.dumps({"label_agreement": 0.456}))
+    assert "final published samples score 0.46" in book.dpgan_probe_paragraph(tmp_path)
