@@ -85,6 +85,9 @@ def _cmd_privacy(args: argparse.Namespace) -> int:
             out = {c: privacy.topagg_sigma_for_queries(args.queries, args.epsilon, args.k,
                                                        args.delta, c) for c in convs}
         elif args.queries is not None:
+            if args.epsilon is not None:
+                raise ValueError("with --sigma, give --queries (epsilon spent) or --epsilon "
+                                 "(max queries), not both")
             what = "epsilon"
             out = {c: privacy.topagg_epsilon(args.queries, args.k, args.sigma, args.delta, c)
                    for c in convs}
@@ -112,11 +115,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from .methods import method_class
     from .methods.harness import Run
 
-    overrides = {}
-    for item in args.set or []:
-        key, _, value = item.partition("=")
-        overrides[key] = _parse_value(value)
     try:
+        overrides = _parse_sets(args.set)
         from ._validate import nonneg_int
 
         nonneg_int("--seed", args.seed)
@@ -357,12 +357,12 @@ def _cmd_dpsgd(args: argparse.Namespace) -> int:
     seed granularity: finished seeds are skipped), then their summary."""
     from .dpsgd.train import run_cell
 
-    over = {}
-    for kv in args.set or []:
-        key, _, val = kv.partition("=")
-        over[key] = _parse_value(val)  # as `train --set`: JSON, else the plain string
-    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     try:
+        over = _parse_sets(args.set)
+        from ._validate import nonneg_int, positive_int
+
+        seeds = list(range(nonneg_int("--first-seed", args.first_seed),
+                           args.first_seed + positive_int("--seeds", args.seeds)))
         if "," in args.epsilon:
             return _dpsgd_family(args, over, seeds)
         if args.validation is not None and not args.search:
@@ -504,6 +504,19 @@ def _parse_value(value: str):
         return json.loads(value)
     except json.JSONDecodeError:
         return value
+
+
+def _parse_sets(items: list[str] | None) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items: VALUE as JSON (``true``, ``0.5``, ``"x"``), else the plain
+    string, which the config then checks (a switch takes only ``true`` or ``false``)."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            raise ValueError(f"--set takes KEY=VALUE (VALUE as JSON: true, 0.5, \"x\"), "
+                             f"got {item!r}")
+        out[key] = _parse_value(value)
+    return out
 
 
 def _report(results: list[dict]) -> int:

@@ -8,7 +8,14 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from importlib import resources
 from typing import Any
 
-from ._validate import choice, nonneg_float, positive_float, positive_int, probability_open
+from ._validate import (
+    boolean,
+    choice,
+    nonneg_float,
+    positive_float,
+    positive_int,
+    probability_open,
+)
 
 PROFILES = ("smoke", "cpu", "paper")
 
@@ -20,6 +27,9 @@ def config_from_dict(cls: Any, d: dict[str, Any], what: str = "") -> Any:
     unknown = set(d) - known
     if unknown:
         raise ValueError(f"unknown {what}config keys: {sorted(unknown)}")
+    if d.get("extra"):  # kept (empty) so that records that hold it load; no method reads it
+        raise ValueError(f"extra must be empty: no method reads it, got {d['extra']!r}; "
+                         "set the config's own keys")
     return cls(**d)
 
 
@@ -91,7 +101,11 @@ class TrainConfig:
         positive_int("teachers", self.teachers)
         positive_int("k", self.k)
         positive_float("sigma", self.sigma)
+        # no upper limit: the paper advises beta between sigma / (2N) and sigma / N (above 1 for
+        # sigma > N), and the noisy vote sum can exceed N
         nonneg_float("beta", self.beta)
+        for name in ("stochastic", "threshold", "data_dependent"):
+            boolean(name, getattr(self, name))
         if self.c is not None:
             positive_float("c", self.c)
         for name in ("z_dim", "batch_cap", "d_step", "n_samples", "chunk", "eval_epochs",

@@ -9,13 +9,15 @@ Per generator step ("epoch" in the official code):
 3. TopAgg (Alg. 3) returns g_bar in {-1, 0, 1}^d per query; x_hat = G(z) + gamma g_bar, and
    the generator takes an Adam step on sum (G(z) - x_hat)^2.
 
-Privacy: each query is (lambda, 2 k lambda / sigma^2)-RDP (sensitivity 2 sqrt(k), Lemma 1);
-training stops before the step whose B queries would push epsilon (``conversion``) past the
-budget. Teachers see disjoint partitions (``data.partition``), so one record affects one
-teacher's votes only, for the neighbouring relation of the chosen partition: the official
-class-ordered split keeps that promise only for neighbours that share their labels, the
-label-free ``partition="shuffled"`` for any replaced record (``data.partition``; the run record
-states which).
+Privacy: with TopAgg each query is (lambda, 2 k lambda / sigma^2)-RDP (sensitivity 2 sqrt(k),
+Lemma 1); the other compressors (``aggregator``) state their own sensitivity and ledger
+(``aggregation.base``, ``privacy.gaussian.CompressorAccountant``). Training stops before the
+step whose B queries would push epsilon (``conversion``) past the budget. Teachers see
+disjoint partitions (``data.partition``), so one record affects one teacher's votes only,
+for the neighbouring relation of the chosen partition: the official class-ordered split keeps
+that promise only for neighbours that share their labels, the label-free
+``partition="shuffled"`` for any replaced record (``data.partition``; the run record states
+which).
 
 Runs checkpoint every ``checkpoint_every`` steps (temp file + rename) and ``resume=True``
 continues from the last checkpoint with the same RNG streams, ending with the same result as an
@@ -38,9 +40,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ._validate import nonneg_int
 from .aggregation import make_aggregator
 from .config import TrainConfig
-from .data import NEIGHBOURING, load_dataset, teacher_partition
+from .data import NEIGHBOURING, get_spec, load_dataset, teacher_partition
 from .ensemble import TeacherEnsemble, split_shapes
 from .methods.harness import Run
 from .models import Generator
@@ -195,8 +198,13 @@ class DataLens:
     def __init__(self, cfg: TrainConfig, *, seed: int = 0, device: str = "auto",
                  data_dir: str | Path | None = None, profile: str = "custom"):
         self.cfg = cfg
-        self.seed, self.profile = int(seed), profile
+        self.seed, self.profile = nonneg_int("seed", seed), profile
         self.device = resolve_device(device)
+        d = int(np.prod(get_spec(cfg.dataset).shape))
+        if isinstance(cfg, TrainConfig) and not cfg.aggregator.startswith("d2pfed") \
+                and cfg.k > d:  # refused before any data is read (D2P-Fed has no k)
+            raise ValueError(f"k must be <= the gradient dimension d = {d} of {cfg.dataset}, "
+                             f"got {cfg.k}")
         ds = load_dataset(cfg.dataset, data_dir)
         x, y = ds.x_train, ds.y_train
         if cfg.train_limit is not None:

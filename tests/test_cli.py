@@ -97,3 +97,38 @@ def test_train_refuses_a_negative_seed_by_name(tmp_path, capsys):
     assert cli.main(["train", "--config", "mnist-eps1", "--profile", "smoke", "--out",
                      str(tmp_path / "run"), "--seed", "-1"]) == 2
     assert "error: --seed must be >= 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("item", ["stochastic", "stochastic=", "=true"])
+def test_train_and_dpsgd_refuse_a_set_without_key_and_value(item, tmp_path, capsys):
+    """``--set stochastic`` once became the empty string, which a config read as false: the
+    ablation ran silently. Both commands that take --set refuse it by name."""
+    assert cli.main(["train", "--config", "mnist-eps1", "--profile", "smoke", "--out",
+                     str(tmp_path / "run"), "--set", item]) == 2
+    assert "--set takes KEY=VALUE" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+    assert cli.main(["dpsgd", "--epsilon", "1", "--k", "0.7", "--method", "normtopk",
+                     "--out", str(tmp_path / "d"), "--set", item]) == 2
+    assert "--set takes KEY=VALUE" in capsys.readouterr().err
+
+
+def test_train_refuses_a_python_spelled_switch(tmp_path, capsys):
+    assert cli.main(["train", "--config", "mnist-eps1", "--profile", "smoke", "--out",
+                     str(tmp_path / "run"), "--set", "stochastic=False"]) == 2
+    assert "stochastic must be true or false, got 'False'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--seeds", "0"], "--seeds must be >= 1"),
+    (["--first-seed", "-1"], "--first-seed must be >= 0"),
+])
+def test_dpsgd_refuses_bad_seed_ranges(args, message, tmp_path, capsys):
+    assert cli.main(["dpsgd", "--epsilon", "1", "--k", "0.7", "--method", "normtopk",
+                     "--out", str(tmp_path / "d"), *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_privacy_refuses_queries_and_epsilon_together(capsys):
+    assert cli.main(["privacy", "--k", "200", "--sigma", "5000", "--queries", "10",
+                     "--epsilon", "1"]) == 2
+    assert "not both" in capsys.readouterr().err

@@ -129,3 +129,25 @@ def test_committed_results_are_complete_records():
 def test_cli_results(capsys):
     assert cli.main(["results"]) == 0
     assert "paper protocol" in capsys.readouterr().out
+
+
+def test_committed_dpgan_cells_stay_within_budget_at_the_realised_rate():
+    """Opacus's sampler compares float32 uniforms with q, so the realised rate is
+    ceil(q 2^24) / 2^24 (book/privacy.md): every committed DP-GAN cell's stopping ledger,
+    recomputed at that rate, is still within the cell's budget."""
+    import math
+
+    from datalens_lib.methods.dpgan import LEDGER
+    from datalens_lib.privacy.subsampled import dpsgd_epsilon
+    from datalens_lib.results import RESULTS_DIR
+
+    runs = sorted(RESULTS_DIR.glob("dpgan/*/*/run.json"))
+    assert runs, "no committed DP-GAN cell"
+    for path in runs:
+        rec = json.loads(path.read_text())
+        q = rec["sample_rate"]
+        realised = math.ceil(q * 2**24) / 2**24
+        assert realised >= q and realised - q <= 2**-24
+        eps = dpsgd_epsilon(rec["steps"], realised, rec["noise_multiplier"], rec["delta"],
+                            LEDGER)
+        assert rec["epsilon"][LEDGER] <= eps <= rec["target_epsilon"], path

@@ -68,7 +68,30 @@ CASES = [
     (lambda: noise_multiplier(1, 0.0), r"^sigma must be"),
     (lambda: topagg_rdp([2.0], 0, 1.0), r"^k must be"),
     (lambda: topagg_rdp([2.0], 1, -1.0), r"^sigma must be"),
-    (lambda: topagg_rdp([2.0, 1.0], 1, 1.0), r"^RDP orders must be > 1$"),
+    (lambda: topagg_rdp([2.0, 1.0], 1, 1.0),
+     r"^RDP orders must be finite numbers > 1, got \[1\.\]$"),
+    (lambda: topagg_rdp([2.0, math.nan], 1, 1.0), r"^RDP orders must be finite numbers > 1"),
+    # an order below 1 used to give a negative epsilon (-22.9 for these values)
+    (lambda: rdp_to_epsilon_paper([0.5], [0.1], 1e-5), r"^orders must be finite numbers > 1"),
+    (lambda: rdp_to_epsilon_paper([0.5], [1.0], 1e-5), r"^orders must be finite numbers > 1"),
+    (lambda: rdp_to_epsilon_paper([math.nan], [2.0], 1e-5), r"^rdp_values must be >= 0"),
+    (lambda: rdp_to_epsilon_paper([-0.1], [2.0], 1e-5), r"^rdp_values must be >= 0"),
+    (lambda: rdp_to_epsilon_paper([0.1, 0.2], [2.0], 1e-5),
+     r"^rdp_values and orders must have one value per order"),
+    (lambda: data_dependent_rdp(-1.0, [0.5, 2.0], 1, 1.0),
+     r"^orders must be finite numbers > 1"),
+    # yes/no switches: a string "False" would be truthy and turn an ablation the other way
+    (lambda: topagg(G, 2, 1.0, 0.1, None, stochastic="False"),
+     r"^stochastic must be true or false"),
+    (lambda: noisy_threshold(V, 1.0, 0.1, 3, threshold=""), r"^threshold must be true or false"),
+    (lambda: TopAgg(k=1, sigma=1.0, beta=0.1, stochastic="False"),
+     r"^stochastic must be true or false"),
+    (lambda: TopAgg(k=1, sigma=1.0, beta=0.1, threshold=0), r"^threshold must be true or false"),
+    (lambda: load_config("mnist-eps1", "smoke", stochastic="False"),
+     r"^stochastic must be true or false"),
+    (lambda: load_config("mnist-eps1", "smoke", threshold=""), r"^threshold must be true or false"),
+    (lambda: load_config("mnist-eps1", "smoke", data_dependent="no"),
+     r"^data_dependent must be true or false"),
     (lambda: rdp_to_epsilon_paper([1.0], [2.0], 1.0), r"^delta must lie strictly between"),
     (lambda: topagg_epsilon(-1, 1, 1.0, 1e-5), r"^queries must be >= 0"),
     (lambda: topagg_epsilon(1, 0, 1.0, 1e-5), r"^k must be"),
@@ -132,7 +155,55 @@ CASES = [
      r"^eval_test_limit must be"),
     (lambda: evaluate.evaluate_samples("none.npz", "mnist", test_limit=0),
      r"^test_limit must be"),
+    # the baselines' configs
+    (lambda: load_config("mnist-eps1", "smoke", method="gpate", bins=1), r"^bins must be >= 2"),
+    (lambda: load_config("mnist-eps1", "smoke", extra={"k": 5}), r"^extra must be empty"),
+    (lambda: load_config("mnist-eps1", "smoke", method="dpgan", extra={"lr": 1}),
+     r"^extra must be empty"),
+    (lambda: load_config("mnist-eps1", "smoke", method="gpate", threshold_frac=True),
+     r"^threshold_frac must be a number in \(0, 1\]"),
+    (lambda: load_config("mnist-eps1", "smoke", method="gpate", delta="abc"),
+     r"^delta must be a number in \(0, 1\)"),
+    (lambda: load_config("mnist-eps1", "smoke", method="dpgan", delta="abc"),
+     r"^delta must be a number in \(0, 1\)"),
+    (lambda: load_config("mnist-eps1", "smoke", method="dpgan", beta1=False),
+     r"^beta1 must be a number in \[0, 1\)"),
+    (lambda: load_config("mnist-epsinf", "smoke", method="dcgan", beta1=1.0),
+     r"^beta1 must be in \[0, 1\), got 1\.0$"),
+    (lambda: _calibrate(math.nan), r"^epsilon must be a positive finite number"),
+    (lambda: _calibrate(1.0, rtol=0.0), r"^rtol must be a positive finite number"),
+    (lambda: _dpsgd_epsilon(True), r"^sample rate q must be a number in \(0, 1\]"),
+    (lambda: _dpsgd_epsilon("0.5"), r"^sample rate q must be a number in \(0, 1\]"),
+    (lambda: _dpsgd_steps(upper_limit=0), r"^upper_limit must be >= 1"),
+    (lambda: _dpsgd_config(k="0.5"), r"^k must be a number in \(0, 1\]"),
+    (lambda: _dpsgd_config(delta=True), r"^delta must be a number in \(0, 1\)"),
+    (lambda: _dpsgd_config(epsilon=math.nan),
+     r"^epsilon \(inf for no privacy\) must be in \(0, inf\]"),
 ]
+
+
+def _calibrate(epsilon, rtol=1e-4):
+    from datalens_lib.methods.dpgan import calibrate_sigma
+
+    return calibrate_sigma(epsilon, 0.01, 10, 1e-5, rtol)
+
+
+def _dpsgd_epsilon(q):
+    from datalens_lib.privacy.subsampled import dpsgd_epsilon
+
+    return dpsgd_epsilon(10, q, 1.0, 1e-5)
+
+
+def _dpsgd_steps(upper_limit):
+    from datalens_lib.privacy.subsampled import dpsgd_steps_for_budget
+
+    return dpsgd_steps_for_budget(1.0, 0.01, 1.0, 1e-5, upper_limit=upper_limit)
+
+
+def _dpsgd_config(**kw):
+    from datalens_lib.dpsgd.train import DPSGDConfig
+
+    return DPSGDConfig(**{"method": "normtopk", **kw})
 
 
 def _case_id(i: int, message: str) -> str:
@@ -145,3 +216,26 @@ def _case_id(i: int, message: str) -> str:
 def test_error_names_the_parameter(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_datalens_refuses_k_above_d_and_a_bad_seed_before_reading_data(tmp_path):
+    """k > d once surfaced only at the first aggregation, after the ensemble was allocated and
+    pre-trained; it is refused before the data is read (the data folder here is empty)."""
+    from datalens_lib.datalens import DataLens
+    from datalens_lib.methods.harness import Run
+
+    cfg = load_config("mnist-eps1", "smoke", k=785)
+    with pytest.raises(ValueError, match=r"^k must be <= the gradient dimension d = 784 of mnist"):
+        DataLens(cfg, data_dir=tmp_path)
+    for seed in (2.7, "3", True, -1):
+        with pytest.raises(ValueError, match=r"^seed must be"):
+            DataLens(load_config("mnist-eps1", "smoke"), seed=seed, data_dir=tmp_path)
+    # D2P-Fed has no k: its configs keep the default k whatever d is
+    d2p = load_config("mnist-eps1", "smoke", k=785, aggregator="d2pfed-coded")
+    from datalens_lib.data import DatasetNotFoundError
+
+    with pytest.raises(DatasetNotFoundError):  # it got as far as reading the data
+        DataLens(d2p, data_dir=tmp_path)
+    for every in (2.5, "10", -1):
+        with pytest.raises(ValueError, match=r"^checkpoint_every must be"):
+            Run(object(), tmp_path / "run", checkpoint_every=every)

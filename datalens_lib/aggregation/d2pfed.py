@@ -28,6 +28,10 @@ top-k stochastic signs (paper appendix, Algs. 7 ``StoKlevelGrad`` and 8), in two
     select gradient coordinates. Sensitivity: every rotated coordinate of a teacher's vote lies
     in [-1, 1], so 2 sqrt(D) (attained: a gradient on one coordinate rotates to +-1/sqrt(D)
     everywhere, which normalises to +-1 exactly).
+
+The sensitivities above are to one teacher's vote; neighbouring datasets (one record replaced)
+change one teacher's votes (``aggregation.base``), and each query is a Gaussian mechanism
+composed over queries (``privacy.gaussian.CompressorAccountant``).
 """
 
 from __future__ import annotations

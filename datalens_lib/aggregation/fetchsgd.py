@@ -36,6 +36,10 @@ Hashes: fully random bucket and sign tables from ``numpy.random.default_rng(seed
 as independent as csvec's 4-wise polynomial hashes, not bit-identical to them: csvec is not on
 PyPI; a Count-Sketch is a few lines, written here). Medians over an even number of rows take
 the lower middle value, as ``torch.median`` (and csvec) do.
+
+The sensitivities above are to one teacher's vote; neighbouring datasets (one record replaced)
+change one teacher's votes (``aggregation.base``), and each query is a Gaussian mechanism
+composed over queries (``privacy.gaussian.CompressorAccountant``).
 """
 
 from __future__ import annotations

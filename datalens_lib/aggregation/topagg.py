@@ -6,7 +6,9 @@ dimensions. Each teacher keeps its k largest-magnitude coordinates (Alg. 2, line
 with ``stochastic=False`` and exact zeros). The vote sum therefore has L2 sensitivity
 ``2 sqrt(k)`` to any one teacher (paper Lemma 1), and adding ``N(0, sigma^2)`` to each of its d
 coordinates is (lambda, 2 k lambda / sigma^2)-RDP per query (Theorem 3); thresholding at
-``+-beta N`` is post-processing. Accountant: ``datalens_lib.privacy``.
+``+-beta N`` is post-processing. Accountant: ``datalens_lib.privacy``. Neighbouring records
+(one record replaced, its label kept under the class-ordered split) change one teacher's
+votes: ``aggregation.base`` and ``data.partition.NEIGHBOURING``.
 
 The compressed votes are never materialised densely: top-k indices and signs ([Q, N, k]) are
 scattered straight into the [Q, d] vote sum, so memory is O(Q N k + Q d) beyond the input.
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .._validate import choice, nonneg_float, positive_float, positive_int
+from .._validate import boolean, choice, nonneg_float, positive_float, positive_int
 from .base import Aggregator, check_grads, threshold_votes
 
 NORMALIZATIONS = ("paper", "official")
@@ -57,6 +59,7 @@ def topk_sto_sign_sparse(grads: torch.Tensor, k: int, c: float | None,
     plain sign of the raw gradient (0 for exact zeros).
     """
     choice("normalize", normalize, NORMALIZATIONS)
+    boolean("stochastic", stochastic)
     c = _check_c(c)
     k = _check_k(k, grads.shape[-1])
     vals, idx = torch.topk(grads.abs(), k, dim=-1, sorted=False)
@@ -123,6 +126,7 @@ def noisy_threshold(votes: torch.Tensor, sigma: float, beta: float, n_teachers: 
     sigma = positive_float("sigma", sigma)
     beta = nonneg_float("beta", beta)
     n_teachers = positive_int("n_teachers", n_teachers)
+    boolean("threshold", threshold)
     noise = torch.randn(votes.shape, generator=generator, device=votes.device,
                         dtype=torch.float64)
     noisy = votes.to(torch.float64) + sigma * noise
@@ -182,6 +186,8 @@ class TopAgg(Aggregator):
         nonneg_float("beta", self.beta)
         _check_c(self.c)
         choice("normalize", self.normalize, NORMALIZATIONS)
+        boolean("stochastic", self.stochastic)
+        boolean("threshold", self.threshold)
 
     name = "topagg"
 

@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
-from .._validate import choice, positive_float, positive_int
+from .._validate import choice, interval, positive_float, positive_int, probability_open
 from ..config import PROFILES  # the same three as DataLens's configs
 from ..data import load_dataset
 from ..privacy.subsampled import (
@@ -118,16 +118,14 @@ class DPSGDConfig:
     def __post_init__(self) -> None:
         choice("method", self.method, METHODS)
         choice("scope", self.scope, SCOPES)
-        if not (0 < self.k <= 1):
-            raise ValueError(f"k must be in (0, 1], got {self.k!r}")
+        interval("k", self.k, 0, 1, low_closed=False, high_closed=True)
         if self.method in ("gmdp", "sgd") and self.k != 1:
             raise ValueError(f"{self.method} is k = 1; use method normtopk for k < 1")
         if self.method in ("normtopk", "dimtopk") and self.k >= 1:
             raise ValueError(f"{self.method} needs k < 1 (k = 1 is gmdp)")
-        if not (0 < self.delta < 1):
-            raise ValueError(f"delta must be in (0, 1), got {self.delta!r}")
-        if not (self.epsilon > 0):
-            raise ValueError(f"epsilon must be > 0 (inf for no privacy), got {self.epsilon}")
+        probability_open("delta", self.delta)
+        interval("epsilon (inf for no privacy)", self.epsilon, 0, math.inf, low_closed=False,
+                 high_closed=True)
         if self.method == "sgd" and math.isfinite(self.epsilon):
             raise ValueError("method sgd adds no noise: epsilon must be inf")
         if math.isinf(self.epsilon) and self.steps is None:
@@ -386,8 +384,9 @@ def train_dpsgd_with_prefixes(cfg: DPSGDConfig, prefixes: Any = (), *, seed: int
     noise_gen = torch.Generator(device=dev).manual_seed(seed + 2)
     xte, yte = xte.to(dev), yte.to(dev)
     xval, yval = (t["x_val"].to(dev), t["y_val"].to(dev)) if cfg.validation else (None, None)
-    # Poisson sampling at exactly the accounted rate q = B / n (``from_data_loader`` would use
-    # 1 / ceil(n / B), a slightly smaller rate than the one accounted)
+    # Poisson sampling at the accounted rate q = B / n (``from_data_loader`` would use
+    # 1 / ceil(n / B), a slightly smaller rate); Opacus compares float32 uniforms with q, so
+    # the realised rate is ceil(q 2^24) / 2^24, at most 2^-24 above q (book/privacy.md)
     loader = DPDataLoader(TensorDataset(xtr, ytr), sample_rate=q, generator=sample_gen)
     if loader.sample_rate != q:
         raise RuntimeError(f"the loader samples at {loader.sample_rate}, not q = {q}")

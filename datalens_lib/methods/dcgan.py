@@ -50,7 +50,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._validate import positive_float, positive_int
+from .._validate import boolean, interval, positive_float, positive_int
 from ..config import config_from_dict
 from ..data import load_dataset
 from ..models import DF_DIM, DFC_DIM, Discriminator, Generator
@@ -95,10 +95,8 @@ class DCGANConfig:
             positive_int(name, getattr(self, name))
         for name in ("lr", "eval_lr"):
             positive_float(name, getattr(self, name))
-        if not 0 <= self.beta1 < 1:
-            raise ValueError(f"beta1 must be in [0, 1), got {self.beta1}")
-        if not isinstance(self.joint_d_batch, bool):
-            raise ValueError(f"joint_d_batch must be true or false, got {self.joint_d_batch!r}")
+        interval("beta1", self.beta1, 0, 1)
+        boolean("joint_d_batch", self.joint_d_batch)
         if self.train_limit is not None:
             positive_int("train_limit", self.train_limit)
         if self.eval_test_limit is not None:

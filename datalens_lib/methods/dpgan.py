@@ -72,7 +72,9 @@ The discriminator is the DataLens/DCGAN one (``models.Discriminator``: labels co
 every layer) with GroupNorm in place of BatchNorm, whose batch statistics would mix records and
 break per-sample clipping; the generator is ``models.Generator``.
 
-Privacy: add/remove-one neighbours; each discriminator step is a Poisson-subsampled Gaussian
+Privacy: add/remove-one neighbours; the clipped sum has L2 sensitivity C (``max_grad_norm``:
+one record adds or removes one clipped example, or one clipped real/fake pair with
+``clip_fake``) and gets N(0, sigma^2 C^2); each discriminator step is a Poisson-subsampled Gaussian
 (``PoissonSampledDpEvent(q, GaussianDpEvent(sigma))``) composed over T steps; sigma is
 calibrated so that the planned T steps spend the budget under ``rdp`` (Opacus's RDP
 accountant, the conversion used for stopping); the record holds every ledger of
@@ -98,7 +100,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._validate import choice, positive_float, positive_int
+from .._validate import boolean, choice, interval, positive_float, positive_int, probability_open
 from ..config import config_from_dict
 from ..data import load_dataset
 from ..models import DF_DIM, DFC_DIM, KERNEL, Generator, cond_concat, same_pad
@@ -142,8 +144,7 @@ class DPGANConfig:
 
     def __post_init__(self) -> None:
         positive_float("epsilon", self.epsilon)
-        if not 0 < self.delta < 1:
-            raise ValueError(f"delta must be in (0, 1), got {self.delta}")
+        probability_open("delta", self.delta)
         for name in ("batch_size", "n_critic", "z_dim", "groups", "n_samples", "eval_epochs",
                      "eval_batch_size"):
             positive_int(name, getattr(self, name))
@@ -153,11 +154,9 @@ class DPGANConfig:
             positive_float(name, getattr(self, name))
         if self.noise_multiplier is not None:
             positive_float("noise_multiplier", self.noise_multiplier)
-        if not 0 <= self.beta1 < 1:
-            raise ValueError(f"beta1 must be in [0, 1), got {self.beta1}")
+        interval("beta1", self.beta1, 0, 1)
         choice("loss", self.loss, ("bce", "hinge"))
-        if not isinstance(self.clip_fake, bool):
-            raise ValueError(f"clip_fake must be true or false, got {self.clip_fake!r}")
+        boolean("clip_fake", self.clip_fake)
         if self.train_limit is not None:
             positive_int("train_limit", self.train_limit)
         if self.physical_batch is not None:
@@ -183,6 +182,9 @@ def calibrate_sigma(epsilon: float, q: float, steps: int, delta: float,
     """Smallest sigma (to ``rtol``, rounded up) with ``steps`` DP-SGD steps within epsilon
     under :data:`LEDGER` (``privacy.subsampled``: Opacus's RDP accountant, the one Opacus
     itself applies to the optimizer this method uses)."""
+    epsilon = positive_float("epsilon", epsilon)
+    positive_int("steps", steps)
+    positive_float("rtol", rtol)
     lo, hi = 0.1, 1.0
     while dpsgd_epsilon(steps, q, hi, delta, LEDGER) > epsilon:
         lo, hi = hi, hi * 2

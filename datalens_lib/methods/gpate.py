@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._validate import choice, positive_float, positive_int
+from .._validate import choice, interval, positive_float, positive_int, probability_open
 from ..aggregation.gpate import (
     back_project,
     confident_gnmax,
@@ -105,19 +105,19 @@ class GPATEConfig:
 
     def __post_init__(self) -> None:
         positive_float("epsilon", self.epsilon)
-        for name in ("teachers", "proj_dim", "bins", "z_dim", "batch_cap", "d_step",
+        for name in ("teachers", "proj_dim", "z_dim", "batch_cap", "d_step",
                      "n_samples", "chunk", "eval_epochs", "eval_batch_size"):
             positive_int(name, getattr(self, name))
+        # one bin has its centre at 0: every answer would be 0 and G's gradient zero
+        positive_int("bins", self.bins, minimum=2)
         positive_int("pretrain_teacher", self.pretrain_teacher, minimum=0)
         if self.eval_test_limit is not None:
             positive_int("eval_test_limit", self.eval_test_limit)
         for name in ("sigma_thresh", "sigma_vote", "clip", "lr_teacher", "lr_generator",
                      "eval_lr"):
             positive_float(name, getattr(self, name))
-        if not 0 < self.delta < 1:
-            raise ValueError(f"delta must be in (0, 1), got {self.delta}")
-        if not 0 < self.threshold_frac <= 1:
-            raise ValueError(f"threshold_frac must be in (0, 1], got {self.threshold_frac}")
+        probability_open("delta", self.delta)
+        interval("threshold_frac", self.threshold_frac, 0, 1, low_closed=False, high_closed=True)
         choice("conversion", self.conversion, ("paper", "rdp", "pld"))
         choice("stop_on", self.stop_on, ("sound", "data_dependent"))
         if self.stop_on == "data_dependent" and self.max_steps is None:

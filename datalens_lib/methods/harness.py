@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from .._validate import nonneg_int
 from ..ensemble import conv_layout
 from ..privacy.accountant import DATA_DEPENDENT, delta_note
 from ..provenance import atomic_save, atomic_write_json, git_sha, peak_rss_gib, provenance
@@ -133,8 +134,7 @@ class Run:
     def __init__(self, method: Method, out_dir: str | Path, *, checkpoint_every: int = 10,
                  progress: bool = True, snapshot_budgets: tuple[float, ...] = ()):
         self.method, self.out = method, Path(out_dir)
-        if int(checkpoint_every) < 0:
-            raise ValueError(f"checkpoint_every must be >= 0, got {checkpoint_every}")
+        nonneg_int("checkpoint_every", checkpoint_every)
         budgets = tuple(sorted(float(b) for b in snapshot_budgets))
         if budgets:
             if not hasattr(method, "epsilon_after_next_step"):

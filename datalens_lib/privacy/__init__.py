@@ -1,4 +1,7 @@
-"""Privacy accounting for TopAgg: data-independent (Thm. 3) and data-dependent (Thms. 4-5)."""
+"""Privacy accounting: TopAgg's data-independent (Thm. 3) and data-dependent (Thms. 4-5)
+ledgers (``accountant``, ``data_dependent``, ``tracker``), the other compressors' and G-PATE's
+Gaussian ledgers (``gaussian``), and DP-SGD's / DP-GAN's Poisson-subsampled Gaussian
+(``subsampled``). Each module states its mechanism's sensitivity and neighbouring relation."""
 
 from .accountant import (
     CONVERSIONS,

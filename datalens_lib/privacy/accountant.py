@@ -34,7 +34,14 @@ import dp_accounting
 import numpy as np
 from dp_accounting import pld, rdp
 
-from .._validate import choice, nonneg_int, positive_float, positive_int, probability_open
+from .._validate import (
+    choice,
+    nonneg_int,
+    positive_float,
+    positive_int,
+    probability_open,
+    rdp_orders,
+)
 
 #: Orders used by the official DataLens code: 1.1, then 2..199.
 PAPER_ORDERS: np.ndarray = np.concatenate([[1.1], np.arange(2, 200)]).astype(np.float64)
@@ -87,9 +94,7 @@ def topagg_rdp(orders, k: int, sigma: float) -> np.ndarray:
     """RDP of one TopAgg query at each order: 2 k lambda / sigma^2 (paper Theorem 3)."""
     k = positive_int("k", k)
     sigma = positive_float("sigma", sigma)
-    orders = np.asarray(orders, dtype=np.float64)
-    if np.any(orders <= 1):
-        raise ValueError("RDP orders must be > 1")
+    orders = rdp_orders("RDP orders", orders)
     return 2.0 * k * orders / sigma**2
 
 
@@ -99,8 +104,14 @@ def rdp_to_epsilon_paper(rdp_values, orders, delta: float) -> tuple[float, float
     This is the conversion of Mironov (2017, Prop. 3) that the official code uses.
     """
     delta = probability_open("delta", delta)
-    orders = np.asarray(orders, dtype=np.float64)
-    eps = np.asarray(rdp_values, dtype=np.float64) + math.log(1.0 / delta) / (orders - 1.0)
+    orders = rdp_orders("orders", orders)
+    rdp = np.asarray(rdp_values, dtype=np.float64)
+    if rdp.shape != orders.shape:
+        raise ValueError(f"rdp_values and orders must have one value per order, got shapes "
+                         f"{rdp.shape} and {orders.shape}")
+    if np.isnan(rdp).any() or (rdp < 0).any():
+        raise ValueError("rdp_values must be >= 0 (+inf allowed), not NaN or negative")
+    eps = rdp + math.log(1.0 / delta) / (orders - 1.0)
     i = int(np.argmin(eps))
     return float(eps[i]), float(orders[i])
 

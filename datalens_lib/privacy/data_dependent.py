@@ -33,7 +33,7 @@ import math
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
-from .._validate import nonneg_float, positive_float, positive_int
+from .._validate import nonneg_float, positive_float, positive_int, rdp_orders
 
 
 def _log1mexp(x: np.ndarray) -> np.ndarray:
@@ -107,7 +107,7 @@ def gaussian_data_dependent_rdp(log_q: float, orders, var: float) -> np.ndarray:
     wherever the theorem's conditions fail. TopAgg: var = sigma^2 / (2k); GNMax with noise
     sigma: var = sigma^2; their threshold check with noise sigma_1: var = 2 sigma_1^2."""
     var = positive_float("var", var)
-    orders = np.asarray(orders, dtype=np.float64)
+    orders = rdp_orders("orders", orders)
     log_q = float(log_q)
     if log_q > 0:
         raise ValueError(f"log q~ must be <= 0, got {log_q}")

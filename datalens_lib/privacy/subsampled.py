@@ -34,7 +34,7 @@ from dp_accounting import pld
 from opacus.accountants import PRVAccountant, RDPAccountant
 from opacus.accountants.analysis.rdp import compute_rdp
 
-from .._validate import choice, nonneg_int, positive_float, probability_open
+from .._validate import choice, interval, nonneg_int, positive_float, positive_int, probability_open
 from .accountant import RDP_ORDERS, _largest_within, rdp_to_epsilon_paper
 
 LEDGERS = ("paper", "rdp", "prv", "pld")
@@ -43,9 +43,7 @@ DPSGD_PAPER_ORDERS: tuple[float, ...] = tuple(a for a in RDP_ORDERS if a <= 1024
 
 
 def _check(q, sigma, delta, ledger):
-    q = float(q)
-    if not 0 < q <= 1:
-        raise ValueError(f"sample rate q must be in (0, 1], got {q!r}")
+    q = interval("sample rate q", q, 0, 1, low_closed=False, high_closed=True)
     return (q, positive_float("sigma", sigma), probability_open("delta", delta),
             choice("ledger", ledger, LEDGERS))
 
@@ -107,6 +105,7 @@ def dpsgd_steps_for_budget(epsilon: float, q: float, sigma: float, delta: float,
     paper sets T by the budget ("determined by the corresponding privacy budget")."""
     epsilon = positive_float("epsilon", epsilon)  # finite: ε = ∞ has no step limit
     q, sigma, delta, ledger = _check(q, sigma, delta, ledger)
+    upper_limit = positive_int("upper_limit", upper_limit)
     return _largest_within(lambda t: dpsgd_epsilon(t, q, sigma, delta, ledger), epsilon,
                            upper_limit)
 
