@@ -53,6 +53,26 @@ LANES=${CPU_QUEUE_DPSGD_LANES:-2}
 EVAL_LANES=${CPU_QUEUE_EVAL_LANES:-2}  # (evaluate_lanes)
 ((EVAL_LANES >= 1)) || EVAL_LANES=1
 LOCKS=runs/queue/locks  # flock files: the lanes' job counter, one per searched DP-SGD cell
+
+commit_copy() {  # DEST FILE...: each FILE into DEST under a temporary name, then renamed, so
+  # that a kill or a full disk never leaves a truncated record that the "already committed"
+  # checks (file existence) would take as complete; the files land in the order given
+  local dest=$1 f base
+  shift
+  mkdir -p "$dest"
+  for f in "$@"; do
+    base=$(basename "$f")
+    cp "$f" "$dest/.$base.tmp" && mv -f "$dest/.$base.tmp" "$dest/$base" || {
+      rm -f "$dest/.$base.tmp"; return 1; }
+  done
+}
+
+copy_new() {  # DEST FILE...: as commit_copy, for the files DEST does not hold yet
+  local dest=$1 f todo=()
+  shift
+  for f in "$@"; do [[ -e $dest/$(basename "$f") ]] || todo+=("$f"); done
+  ((${#todo[@]} == 0)) || commit_copy "$dest" "${todo[@]}"
+}
 JOBS=(
   # issue 12, item 1 and tab:lowdp: a second training seed of the CPU setting, with generator
   # snapshots at eps = 0.2 ... 0.8 (T2's budgets from the eps = 1 run); first since 2026-11-28,
@@ -299,7 +319,7 @@ run_dpsgd() {  # dpsgd METHOD K EPS SEEDS [DATASET [SCOPE]]: one tab:dpsgd cell 
   echo "[queue] dpsgd $ds $cell: $seeds seeds (finished seeds are skipped)"
   "$DL" dpsgd --dataset "$ds" --method "$m" --k "$k" --epsilon "$eps" --seeds "$seeds" \
     --profile paper --out "$out" --set "scope=$scope" --quiet
-  mkdir -p "$dest" && cp "$out"/seed*.json "$out/summary.json" "$dest/"
+  commit_copy "$dest" "$out"/seed*.json "$out/summary.json"  # the summary last: the marker
   echo "[queue] dpsgd $ds $cell: records copied to $dest"
 }
 
@@ -307,7 +327,7 @@ reuse_search() {  # CELL DIR: a committed search's points go into DIR, so that `
   # DIR` reuses them (the same choice as the committed search.json) instead of searching again
   local rel=data/results/dpsgd/mnist/$1/search
   if [[ -f $rel/search.json ]]; then
-    mkdir -p "$2" && cp -n "$rel"/point*.json "$2/" 2>/dev/null || true
+    copy_new "$2" "$rel"/point*.json 2>/dev/null || true
   fi
 }
 
@@ -326,8 +346,9 @@ run_dpsgd_search() {  # dpsgd-search METHOD K EPS SEEDS: a budget tab:dpsgd-sear
   echo "[queue] dpsgd $cell: validation-split search, then $seeds seeds"
   "$DL" dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" --seeds "$seeds" \
     --profile paper --search "$base/search" --out "$base/paper" --quiet
-  mkdir -p "$dest/search" "$dest/paper"
-  cp "$base"/search/*.json "$dest/search/" && cp "$base"/paper/*.json "$dest/paper/"
+  # search.json and the seeds' summary.json are the markers: each after the files it lists
+  commit_copy "$dest/search" "$base"/search/point*.json "$base/search/search.json"
+  commit_copy "$dest/paper" "$base"/paper/seed*.json "$base/paper/summary.json"
   echo "[queue] dpsgd $cell: search and seed records copied to $dest"
 }
 
@@ -365,7 +386,7 @@ sys.exit(bool({float(e) for e in '$budgets'.split(',')} & set(searched_budgets('
     base=runs/queue/dpsgd/mnist/$cell dest=data/results/dpsgd/mnist/$cell
     reuse_search "$cell" "$base/search"
     if ls "$dest"/paper/seed*.json >/dev/null 2>&1; then
-      mkdir -p "$base/paper" && cp -n "$dest"/paper/seed*.json "$base/paper/"
+      copy_new "$base/paper" "$dest"/paper/seed*.json
     fi
   done
   echo "[queue] dpsgd ${cells[*]}: one validation-split search and $seeds seeds for all"
@@ -377,9 +398,8 @@ sys.exit(bool({float(e) for e in '$budgets'.split(',')} & set(searched_budgets('
       echo "[queue] dpsgd $cell: committed before, left as it is"; continue ;;
     esac
     base=runs/queue/dpsgd/mnist/$cell dest=data/results/dpsgd/mnist/$cell
-    mkdir -p "$dest/search" "$dest/paper"
-    cp "$base"/search/*.json "$dest/search/"
-    cp "$base"/paper/*.json "$dest/paper/"
+    commit_copy "$dest/search" "$base"/search/point*.json "$base/search/search.json"
+    commit_copy "$dest/paper" "$base"/paper/seed*.json "$base/paper/summary.json"
     echo "[queue] dpsgd $cell: search and seed records copied to $dest"
   done
 }
@@ -409,7 +429,7 @@ run_control() {  # dpsgd-control K EPS SEEDS [SCOPE]: the five tab:control scena
   "$DL" dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds "$seeds" \
     --profile paper --out "$out" --set "scope=$scope" --search "$search" --quiet
   for d in "$out"/control-"$tag"k"$k"-eps"$eps"-*; do
-    mkdir -p "$dest/$(basename "$d")/paper" && cp "$d"/*.json "$dest/$(basename "$d")/paper/"
+    commit_copy "$dest/$(basename "$d")/paper" "$d"/seed*.json "$d/summary.json"
   done
   echo "[queue] dpsgd control k=$k eps=$eps: records copied under $dest"
 }
@@ -425,7 +445,7 @@ run_eval() {  # eval CONFIG/FOLDER NAME EPOCHS ARGS...: an evaluation variant of
   echo "[queue] eval $rel/$name ($epochs epochs $args)"
   # shellcheck disable=SC2086
   "$DL" evaluate "$out" --epochs "$epochs" --name "$name" $args
-  mkdir -p "$dest" && cp "$out/$name" "$dest/"
+  commit_copy "$dest" "$out/$name"
   echo "[queue] eval $rel/$name: copied to $dest"
 }
 
@@ -497,6 +517,9 @@ run_job() {
   done
   local committed=1 b
   for f in run.json "eval-${epochs}ep.json" samples-10k.npz; do [[ -f $dest/$f ]] || committed=0; done
+  # publish-samples writes samples-10k.npz, then records it in run.json: a kill between the
+  # two leaves a run.json without it (T3 would silently leave the run out)
+  grep -qs '"published_samples"' "$dest/run.json" || committed=0
   for b in "${budgets[@]}"; do
     [[ -f $dest/snapshot-eps$b-eval-${epochs}ep.json ]] || committed=0
   done
@@ -527,14 +550,14 @@ run_job() {
     evaluate_lanes "$out" "$epochs" "${evals[@]:0:first}"
   fi
   mkdir -p "$dest"
-  if [[ ! -f $dest/samples-10k.npz ]]; then
-    cp "$out/run.json" "$out/eval-${epochs}ep.json" "$dest/"
+  if [[ ! -f $dest/samples-10k.npz ]] || ! grep -qs '"published_samples"' "$dest/run.json"; then
+    commit_copy "$dest" "$out/run.json" "$out/eval-${epochs}ep.json"
     "$DL" publish-samples "$out" --dest "$dest"  # issue 14: samples-10k.npz, recorded in run.json
     echo "[queue] $method/$cfg/$folder: run records and published subset copied to $dest"
   fi
   ((n <= first)) || evaluate_lanes "$out" "$epochs" "${evals[@]:first}"
   for b in "${budgets[@]}"; do
-    cp "$out/snapshot-eps$b-eval-${epochs}ep.json" "$dest/"
+    commit_copy "$dest" "$out/snapshot-eps$b-eval-${epochs}ep.json"
   done
   # A finished run's training checkpoint (an MNIST eps = 1 ensemble: 17.9 GB) is only needed
   # to resume training; samples.npz and the generator snapshots stay. Two of them filled the

@@ -24,8 +24,13 @@ collect() {
   [[ -d $TREE ]] || { echo "no queue worktree at $TREE"; return; }
   local n=0 f
   while IFS= read -r f; do
+    # the queue's own temporary names (commit_copy: .NAME.tmp, renamed when complete)
+    [[ $(basename "$f") == .* ]] && continue
     if [[ ! -e $REPO/$f ]]; then
-      mkdir -p "$(dirname "$REPO/$f")" && cp -p "$TREE/$f" "$REPO/$f" && n=$((n + 1))
+      local tmp
+      tmp="$(dirname "$REPO/$f")/.$(basename "$f").collect"
+      mkdir -p "$(dirname "$REPO/$f")" && cp -p "$TREE/$f" "$tmp" && mv -f "$tmp" "$REPO/$f" \
+        && n=$((n + 1))
       echo "collected $f"
     elif ! cmp -s "$TREE/$f" "$REPO/$f"; then
       echo "differs, left as it is here: $f"

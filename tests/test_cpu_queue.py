@@ -27,7 +27,9 @@ case $cmd in
             if [[ -n $snap ]]; then echo '{}' > "$1/snapshot-eps$snap-eval-1ep.json"
             elif [[ -n $name ]]; then echo '{}' > "$1/$name"
             else echo '{}' > "$1/eval-1ep.json"; fi ;;
-  publish-samples) echo x > "$(arg --dest "$@")/samples-10k.npz" ;;
+  publish-samples) d=$(arg --dest "$@"); echo x > "$d/samples-10k.npz"  # then, as the real
+                   # command, the subset is recorded in run.json
+                   echo '{"status": "complete", "published_samples": {}}' > "$d/run.json" ;;
   dpsgd) out=$(arg --out "$@"); search=$(arg --search "$@"); eps=$(arg --epsilon "$@")
          if [[ $eps == *,* ]]; then  # several budgets: each cell's folders ({cell} in them)
            for e in ${eps//,/ }; do
@@ -278,6 +280,31 @@ def test_a_failed_snapshot_evaluation_fails_the_job(queue_dir: Path):
     assert not list(dest.glob("snapshot-*"))
 
 
+def test_a_published_subset_missing_from_run_json_is_published_again(queue_dir: Path):
+    """A kill between publish-samples' two writes (samples-10k.npz, then run.json's
+    published_samples) leaves a run that looks committed by its files: the queue publishes it
+    again instead of skipping it; records land under their own names, no temporary file."""
+    env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
+           "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "datalens mnist-eps1 paper-x 1"}
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
+    dest = queue_dir / "data/results/datalens/mnist-eps1/paper-x"
+    assert sorted(p.name for p in dest.iterdir()) == ["eval-1ep.json", "run.json",
+                                                      "samples-10k.npz"]
+    (dest / "run.json").write_text('{"status": "complete"}')  # the kill's leftover
+    (queue_dir / "dl.log").unlink()
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and "already committed" not in res.stdout, res.stdout
+    starts = [r[3].split()[0] for r in _log(queue_dir) if r[0] == "start"]
+    assert starts == ["publish-samples"], starts  # trained and evaluated before: only this
+    assert "published_samples" in (dest / "run.json").read_text()
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert "already committed, skipped" in res.stdout, res.stdout
+
+
 @pytest.mark.parametrize("dpgan_lanes", ["1", None])
 def test_small_batch_dpgan_cells_share_lanes_only_if_asked_and_a_large_batch_one_runs_alone(
         queue_dir: Path, dpgan_lanes):
@@ -347,3 +374,30 @@ def test_an_eval_job_scores_a_runs_samples_under_its_own_name_and_only_once(queu
     assert "eval mnist-eps1/paper-x/eval-1ep-seed2.json: already committed, skipped" \
         in again.stdout
     assert len([r for r in _log(queue_dir) if r[0] == "start"]) == 1
+
+
+def test_pinned_collect_copies_complete_records_only(tmp_path: Path):
+    """``cpu_queue_pinned.sh --collect`` copies the queue worktree's new records into the
+    checkout, skips a temporary name (a record still being written) and never overwrites a
+    file that differs."""
+    repo, tree = tmp_path / "repo", tmp_path / "tree"
+    (repo / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts/cpu_queue_pinned.sh", repo / "scripts")
+    rec = tree / "data/results/dpgan/x/cpu"
+    rec.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    (rec / "run.json").write_text('{"status": "complete"}')
+    (rec / ".eval-30ep.json.tmp").write_text('{"trunc')
+    (rec / "eval-30ep.json").write_text('{"paper": 0.5}')
+    (repo / "data/results/dpgan/x/cpu").mkdir(parents=True)
+    (repo / "data/results/dpgan/x/cpu/eval-30ep.json").write_text('{"paper": 0.4}')
+    res = subprocess.run(["bash", "scripts/cpu_queue_pinned.sh", "--collect"], cwd=repo,
+                         env={**os.environ, "DATALENS_QUEUE_TREE": str(tree)},
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    got = repo / "data/results/dpgan/x/cpu"
+    assert sorted(p.name for p in got.iterdir()) == ["eval-30ep.json", "run.json"]
+    assert (got / "run.json").read_text() == '{"status": "complete"}'
+    assert (got / "eval-30ep.json").read_text() == '{"paper": 0.4}'  # differs: left as it is
+    assert "differs, left as it is here: data/results/dpgan/x/cpu/eval-30ep.json" in res.stdout
+    assert "1 new record file(s)" in res.stdout
