@@ -88,5 +88,6 @@ def rdp_orders(name: str, orders):
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"{name} must be a non-empty vector, got shape {arr.shape}")
     if not (np.isfinite(arr).all() and (arr > 1).all()):
-        raise ValueError(f"{name} must be finite numbers > 1, got {arr[~(arr > 1)][:3]}")
+        bad = arr[~(np.isfinite(arr) & (arr > 1))]
+        raise ValueError(f"{name} must be finite numbers > 1, got {bad[:3]}")
     return arr

@@ -11,6 +11,7 @@ they match a cell.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -551,7 +552,7 @@ def dpgan_probe_paragraph(root: Path | None = None) -> str:
     text = (f"Measured over the probe's {rec['steps']:,} steps (`{probe.name}`, seed "
             f"{rec['seed']}, measurements every {rec['every']} steps): with `clip_fake` every "
             f"logit stays within {logit:.2g} of 0 and the loss between {min(loss):.3f} and "
-            f"{max(loss):.3f} (log 4 = 1.386: chance); in the committed setting the "
+            f"{max(loss):.3f} (log 4 = {math.log(4):.3f}: chance); in the committed setting the "
             f"generator's label agreement on the probe's fixed fakes is {min(agree):.2f}-"
             f"{max(agree):.2f} after step 0")
     quality = folder / "quality.json"

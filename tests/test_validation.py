@@ -71,6 +71,8 @@ CASES = [
     (lambda: topagg_rdp([2.0, 1.0], 1, 1.0),
      r"^RDP orders must be finite numbers > 1, got \[1\.\]$"),
     (lambda: topagg_rdp([2.0, math.nan], 1, 1.0), r"^RDP orders must be finite numbers > 1"),
+    (lambda: topagg_rdp([2.0, math.inf], 1, 1.0),
+     r"^RDP orders must be finite numbers > 1, got \[inf\]$"),
     # an order below 1 used to give a negative epsilon (-22.9 for these values)
     (lambda: rdp_to_epsilon_paper([0.5], [0.1], 1e-5), r"^orders must be finite numbers > 1"),
     (lambda: rdp_to_epsilon_paper([0.5], [1.0], 1e-5), r"^orders must be finite numbers > 1"),
