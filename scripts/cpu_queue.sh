@@ -53,6 +53,10 @@ LANES=${CPU_QUEUE_DPSGD_LANES:-2}
 EVAL_LANES=${CPU_QUEUE_EVAL_LANES:-2}  # (evaluate_lanes)
 ((EVAL_LANES >= 1)) || EVAL_LANES=1
 LOCKS=runs/queue/locks  # flock files: the lanes' job counter, one per searched DP-SGD cell
+# progress bars (tqdm reads TQDM_* settings from the environment): every job shows its steps
+# (the DP-SGD jobs too: one bar per seed and search point, named by its budget and seed),
+# refreshed at most every 30 s so that a log of hours of training stays small
+export TQDM_MININTERVAL=${TQDM_MININTERVAL:-30}
 
 commit_copy() {  # DEST FILE...: each FILE into DEST under a temporary name, then renamed, so
   # that a kill or a full disk never leaves a truncated record that the "already committed"
@@ -318,7 +322,7 @@ run_dpsgd() {  # dpsgd METHOD K EPS SEEDS [DATASET [SCOPE]]: one tab:dpsgd cell 
   fi
   echo "[queue] dpsgd $ds $cell: $seeds seeds (finished seeds are skipped)"
   "$DL" dpsgd --dataset "$ds" --method "$m" --k "$k" --epsilon "$eps" --seeds "$seeds" \
-    --profile paper --out "$out" --set "scope=$scope" --quiet
+    --profile paper --out "$out" --set "scope=$scope"
   commit_copy "$dest" "$out"/seed*.json "$out/summary.json"  # the summary last: the marker
   echo "[queue] dpsgd $ds $cell: records copied to $dest"
 }
@@ -345,7 +349,7 @@ run_dpsgd_search() {  # dpsgd-search METHOD K EPS SEEDS: a budget tab:dpsgd-sear
   reuse_search "$cell" "$base/search"
   echo "[queue] dpsgd $cell: validation-split search, then $seeds seeds"
   "$DL" dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" --seeds "$seeds" \
-    --profile paper --search "$base/search" --out "$base/paper" --quiet
+    --profile paper --search "$base/search" --out "$base/paper"
   # search.json and the seeds' summary.json are the markers: each after the files it lists
   commit_copy "$dest/search" "$base"/search/point*.json "$base/search/search.json"
   commit_copy "$dest/paper" "$base"/paper/seed*.json "$base/paper/summary.json"
@@ -392,7 +396,7 @@ sys.exit(bool({float(e) for e in '$budgets'.split(',')} & set(searched_budgets('
   echo "[queue] dpsgd ${cells[*]}: one validation-split search and $seeds seeds for all"
   "$DL" dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$budgets" --seeds "$seeds" \
     --profile paper --search "runs/queue/dpsgd/mnist/{cell}/search" \
-    --out "runs/queue/dpsgd/mnist/{cell}/paper" --quiet
+    --out "runs/queue/dpsgd/mnist/{cell}/paper"
   for cell in "${cells[@]}"; do
     case " ${done_cells[*]} " in *" $cell "*)
       echo "[queue] dpsgd $cell: committed before, left as it is"; continue ;;
@@ -427,7 +431,7 @@ run_control() {  # dpsgd-control K EPS SEEDS [SCOPE]: the five tab:control scena
   mkdir -p "$LOCKS" && exec {lock}>"$LOCKS/search-$topagg.lock" && flock "$lock"
   reuse_search "$topagg" "$search"
   "$DL" dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds "$seeds" \
-    --profile paper --out "$out" --set "scope=$scope" --search "$search" --quiet
+    --profile paper --out "$out" --set "scope=$scope" --search "$search"
   for d in "$out"/control-"$tag"k"$k"-eps"$eps"-*; do
     commit_copy "$dest/$(basename "$d")/paper" "$d"/seed*.json "$d/summary.json"
   done

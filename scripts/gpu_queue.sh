@@ -51,7 +51,12 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}  # several processes share the mach
 pack() { $PY scripts/gpu_pack.py "$STAGE" "$CALL" "$OUT" "$PACKED" "$TAR_BYTES"; }  # under LOCK
 (  # a new call: drop half-staged folders, return what an earlier call staged but never returned
   flock 9
-  find "$STAGE" -depth \( -name '*.tmp' -o -name '*.old' \) -exec rm -rf {} +
+  # stage() moves an item aside as ITEM.old before renaming its new copy in: a kill between
+  # the two renames leaves ITEM.old alone, the last whole copy, which is put back
+  find "$STAGE" -depth -name '*.old' -print0 | while IFS= read -r -d '' o; do
+    if [[ -e ${o%.old} ]]; then rm -rf "$o"; else mv -T "$o" "${o%.old}"; fi
+  done
+  find "$STAGE" -depth -name '*.tmp' -exec rm -rf {} +
   grep -vxF -f "$PACKED" "$STAGED" > "$CALL" || true
   [[ -s $CALL ]] && pack
 ) 9>"$LOCK"
@@ -75,6 +80,21 @@ throttle() {  # a free slot: background jobs other than the lanes (PARALLEL 0 re
   done
 }
 quiet() { tr '\r' '\n' | grep -v "it/s\]$" | tail -"$1"; }
+
+copy_missing() {  # SRC DEST FILE...: each SRC/FILE that DEST lacks, under a temporary name,
+  # then renamed (a kill never leaves a truncated record that a resumed command reads as
+  # done); files DEST holds are kept (what cp -n did, without its exit status, which differs
+  # between coreutils versions when a file is skipped)
+  local src=$1 dest=$2 f
+  shift 2
+  mkdir -p "$dest" || return 1
+  for f in "$@"; do
+    [[ -e $dest/$f ]] && continue
+    cp "$src/$f" "$dest/.$f.tmp" && mv -f "$dest/.$f.tmp" "$dest/$f" || {
+      rm -f "$dest/.$f.tmp"; return 1; }
+  done
+}
+names() { (cd "$1" && compgen -G "$2") || true; }  # DIR GLOB: the matching names in DIR
 
 register() {  # item: listed before its rename, so a kill after it still returns it next call
   grep -qxF "$1" "$STAGED" || echo "$1" >> "$STAGED"
@@ -220,7 +240,7 @@ dpsgd_search() {  # cell, method, k, eps, seeds: a budget tab:dpsgd-search lacks
   local resumed=0 ok=0
   [[ -d $base ]] && resumed=1  # points or seeds of an earlier call on this machine
   if [[ -f $rel/search/search.json ]]; then  # a committed search: its points are reused
-    mkdir -p "$base/search" && cp -n "$rel"/search/point*.json "$base/search/" && resumed=1
+    copy_missing "$rel/search" "$base/search" $(names "$rel/search" "point*.json") && resumed=1
   fi
   t0=$SECONDS
   run_job $DL dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" \
@@ -254,7 +274,7 @@ dpsgd_control() {  # topagg, k, eps [scope]: tab:control's five scenarios on MNI
   for s in "${scen[@]}"; do
     rel=data/results/dpsgd/mnist/$name-$s/paper
     if [[ -f $rel/summary.json ]]; then
-      mkdir -p "$out/$name-$s" && cp -n "$rel"/seed*.json "$out/$name-$s/"
+      copy_missing "$rel" "$out/$name-$s" $(names "$rel" "seed*.json")
     elif [[ ! -f $STAGE/$rel/summary.json ]]; then
       missing+=("$s")
     fi
@@ -267,9 +287,9 @@ dpsgd_control() {  # topagg, k, eps [scope]: tab:control's five scenarios on MNI
     srel=data/results/dpsgd/mnist/$topagg/search search=runs/gpu/dpsgd/mnist/$topagg/search
     searchargs=(--search "$search")
     if [[ -f $srel/search.json ]]; then
-      mkdir -p "$search" && cp -n "$srel"/point*.json "$search/"
+      copy_missing "$srel" "$search" $(names "$srel" "point*.json")
     elif [[ -f $STAGE/$srel/search.json ]]; then
-      mkdir -p "$search" && cp -n "$STAGE/$srel"/point*.json "$search/"
+      copy_missing "$STAGE/$srel" "$search" $(names "$STAGE/$srel" "point*.json")
     elif [[ ! -f $search/search.json ]]; then
       echo "[gpu-queue] dpsgd $name: skipped, TopAgg's search ($topagg) has not finished"
       return

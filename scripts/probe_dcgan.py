@@ -59,7 +59,8 @@ def main() -> None:
         m = DCGAN(cfg, seed=a.seed, device="cpu", profile=a.profile)
         if a.agreement and score is None:
             score, classifier = agreement_score(cfg.dataset)
-        out = discriminator_probe(m, a.epochs, alone_batches=a.alone_batches, score=score)
+        out = discriminator_probe(m, a.epochs, alone_batches=a.alone_batches, score=score,
+                                  progress=True)
         series[name] = {"config": cfg.to_dict(), **out}
         print(name, out["rows"][-1], out["alone"], flush=True)
     atomic_write_json(a.out, {

@@ -52,7 +52,7 @@ def main() -> None:
         m = DPGAN(cfg, seed=a.seed, device="cpu", profile=a.profile)
         if a.agreement and score is None:
             score, classifier = agreement_score(cfg.dataset)
-        rows = discriminator_probe(m, a.steps, a.every, score=score)
+        rows = discriminator_probe(m, a.steps, a.every, score=score, progress=True)
         series[f"clip_fake={str(clip_fake).lower()}"] = {
             "config": cfg.to_dict(), "sigma": m.sigma, "rows": rows}
         print(rows[-1], flush=True)

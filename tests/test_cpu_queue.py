@@ -104,6 +104,8 @@ def test_dpsgd_jobs_run_in_one_thread_lanes_and_the_rest_alone(queue_dir: Path):
     assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
     rows = _log(queue_dir)
     dpsgd = [r for r in rows if r[3].startswith("dpsgd")]
+    # every job shows its progress bars (one per seed and search point), none runs --quiet
+    assert dpsgd and not any("--quiet" in r[3] for r in dpsgd)
     # the first four jobs ran in two lanes of one torch thread: some of them overlapped
     first = [r for r in dpsgd if "--epsilon 0.2 " not in r[3]]
     assert {r[2] for r in first} == {"1"}

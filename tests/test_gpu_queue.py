@@ -296,8 +296,13 @@ def test_control_at_an_unsearched_budget_waits_for_topaggs_search(queue_dir: Pat
     TopAgg k = 0.8's searched setting: with that search committed, its points are handed to the
     command's --search; without it (here: no search fits the time left), the control waits."""
     base = "data/results/dpsgd/mnist"
+    search = "runs/gpu/dpsgd/mnist/normtopk-k0.8-eps0.1/search"
     if committed:
-        _commit(queue_dir, f"{base}/normtopk-k0.8-eps0.1/search", "search.json", "point0.json")
+        _commit(queue_dir, f"{base}/normtopk-k0.8-eps0.1/search", "search.json", "point0.json",
+                "point1.json")
+        # a point an earlier call on this machine wrote is kept, not overwritten
+        (queue_dir / search).mkdir(parents=True)
+        (queue_dir / search / "point1.json").write_text('{"mine": 1}')
     (queue_dir / "runs" / "gpu" / "dpsgd-search_seconds").write_text("100000\n")
     rc, log, _, _ = _run(queue_dir, seconds=100, GPU_QUEUE_DPSGD_LANES="1")
     assert rc == 0, log[-2000:]
@@ -307,9 +312,29 @@ def test_control_at_an_unsearched_budget_waits_for_topaggs_search(queue_dir: Pat
              if "--control" in c and "--epsilon 0.1 " in c]
     if committed:
         assert len(ran) == 5, log[-3000:]
-        search = "runs/gpu/dpsgd/mnist/normtopk-k0.8-eps0.1/search"
         assert len(calls) == 1 and f"--search {search} " in calls[0]
         assert (queue_dir / search / "point0.json").exists()
+        assert (queue_dir / search / "point1.json").read_text() == '{"mine": 1}'
+        assert not list((queue_dir / search).glob(".*.tmp"))
     else:
         assert not ran and not calls
         assert "TopAgg's search (normtopk-k0.8-eps0.1) has not finished" in log
+
+
+def test_an_item_cut_between_its_two_renames_comes_back_whole(queue_dir: Path):
+    """stage() moves an item's last copy aside (ITEM.old) before renaming the new one in: a
+    kill between the two leaves only ITEM.old, which the next call puts back and returns (it
+    used to delete it with the half-staged ITEM.tmp folders)."""
+    item = "data/results/datalens/mnist-eps1/paper-x"
+    stage = queue_dir / "runs" / "gpu" / "stage"
+    (stage / f"{item}.old").mkdir(parents=True)
+    (stage / f"{item}.old" / "run.json").write_text('{"status": "complete"}')
+    (stage / f"{item}.tmp").mkdir(parents=True)
+    (stage / f"{item}.tmp" / "run.json").write_text("{")  # the new copy, half written
+    (queue_dir / "runs" / "gpu" / "staged").write_text(item + "\n")
+    rc, log, _, _ = _run(queue_dir, seconds=0)
+    assert rc == 0, log[-2000:]
+    assert (stage / item / "run.json").read_text() == '{"status": "complete"}'
+    assert not (stage / f"{item}.old").exists() and not (stage / f"{item}.tmp").exists()
+    files = {f for names in _tars(queue_dir / "out").values() for f in names}
+    assert f"{item}/run.json" in files

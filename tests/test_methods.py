@@ -787,7 +787,8 @@ def test_only_the_smoke_profiles_score_on_part_of_the_test_set():
 
 
 @pytest.mark.parametrize("clip_fake", [False, True])
-def test_dpgan_discriminator_probe_measures_without_touching_the_run(mnist_dir, clip_fake):
+def test_dpgan_discriminator_probe_measures_without_touching_the_run(mnist_dir, clip_fake,
+                                                                     capsys):
     """methods.dpgan.discriminator_probe: a row before the first step and after every
     ``every``-th; the clipped real pull never exceeds C; the probed run's trajectory is the
     unprobed run's, bit for bit (the probe's gradients and randomness stay its own)."""
@@ -800,7 +801,8 @@ def test_dpgan_discriminator_probe_measures_without_touching_the_run(mnist_dir, 
         seen.append((fake.clone(), labels.clone()))
         return {"mean_pixel": float(fake.mean())}
 
-    rows = discriminator_probe(probed, steps=4, every=2, n=8, score=score)
+    rows = discriminator_probe(probed, steps=4, every=2, n=8, score=score, progress=True)
+    assert "probe dpgan" in capsys.readouterr().err  # its progress bar
     for _ in range(4):
         plain.step()
     assert [r["step"] for r in rows] == [0, 2, 4] and "d_loss" in rows[1]

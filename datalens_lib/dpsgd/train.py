@@ -403,8 +403,8 @@ def train_dpsgd_with_prefixes(cfg: DPSGDConfig, prefixes: Any = (), *, seed: int
     warnings.filterwarnings("ignore", message="Full backward hook is firing")  # Opacus, benign
     t0 = time.perf_counter()
     done = 0
-    bar = tqdm(total=steps, disable=not progress, desc=f"dpsgd {cfg.method} k={cfg.k:g}",
-               unit="step")
+    bar = tqdm(total=steps, disable=not progress, unit="step",
+               desc=f"dpsgd {cfg.method} k={cfg.k:g} eps={cfg.epsilon:g} seed={seed}")
     while done < steps:
         for xb, yb in loader:
             xb, yb = xb.to(dev), yb.to(dev)

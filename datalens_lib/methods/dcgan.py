@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from tqdm import tqdm
 
 from .._validate import boolean, interval, positive_float, positive_int
 from ..config import config_from_dict
@@ -258,7 +259,7 @@ class DCGAN:
 def discriminator_probe(m: DCGAN, epochs: int, n: int = 256, seed: int = 12345,
                         alone_batches: int = 150,
                         score: Callable[[torch.Tensor, torch.Tensor], dict[str, float]]
-                        | None = None) -> dict[str, Any]:
+                        | None = None, progress: bool = False) -> dict[str, Any]:
     """Train ``m`` for ``epochs`` epochs and measure it before the first and after each, on one
     fixed probe set: ``n`` real training images (drawn once) and ``n`` fakes (fixed z and
     uniform labels). A diagnostic of the module doc's finding (D gives G no signal with two
@@ -279,7 +280,8 @@ def discriminator_probe(m: DCGAN, epochs: int, n: int = 256, seed: int = 12345,
     After the last epoch, ``alone``: whether anything was left to learn. A copy of the final D,
     and a fresh D, each trained alone (the run's Adam settings) for ``alone_batches`` batches
     against the frozen final G on the same fresh real batches and z (``alone_batches`` >= 20):
-    D's loss over the first and the last ten of those batches (log 4 = 1.386 is chance)."""
+    D's loss over the first and the last ten of those batches (log 4 = 1.386 is chance).
+    ``progress``: tqdm bars over the epochs and the batches alone (``scripts/probe_dcgan.py``)."""
     import copy
 
     positive_int("epochs", epochs)
@@ -316,7 +318,7 @@ def discriminator_probe(m: DCGAN, epochs: int, n: int = 256, seed: int = 12345,
         return out
 
     rows = [measure({})]
-    for _ in range(epochs):
+    for _ in tqdm(range(epochs), disable=not progress, unit="epoch", desc="probe dcgan"):
         rows.append(measure(m.step()))
 
     def alone(D: Discriminator) -> dict[str, float]:
@@ -325,7 +327,8 @@ def discriminator_probe(m: DCGAN, epochs: int, n: int = 256, seed: int = 12345,
         G = copy.deepcopy(m.G)
         opt = torch.optim.Adam(D.parameters(), lr=m.cfg.lr, betas=(m.cfg.beta1, 0.999))
         b, losses = m.cfg.batch_size, []
-        for _ in range(alone_batches):
+        for _ in tqdm(range(alone_batches), disable=not progress, unit="batch",
+                      desc="probe dcgan, D alone"):
             i = torch.randint(0, len(m.x), (b,), generator=ga).to(m.device)
             z = (torch.rand(b, m.cfg.z_dim, generator=ga) * 2 - 1).to(m.device)
             y = m._onehot(m.y[i])

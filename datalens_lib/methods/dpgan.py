@@ -99,6 +99,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from tqdm import tqdm
 
 from .._validate import boolean, choice, interval, positive_float, positive_int, probability_open
 from ..config import config_from_dict
@@ -542,7 +543,7 @@ class DPGAN:
 def discriminator_probe(m: DPGAN, steps: int, every: int, n: int = 256,
                         seed: int = 12345,
                         score: Callable[[torch.Tensor, torch.Tensor], dict[str, float]]
-                        | None = None) -> list[dict[str, float]]:
+                        | None = None, progress: bool = False) -> list[dict[str, float]]:
     """Train ``m`` for ``steps`` discriminator steps and measure its discriminator before the
     first and after every ``every``-th, on one fixed probe set: ``n`` real training images
     (drawn once) and ``n`` fakes (fixed z and labels, from a copy of G at that point, so the
@@ -560,7 +561,8 @@ def discriminator_probe(m: DPGAN, steps: int, every: int, n: int = 256,
 
     ``score(fakes, labels)`` (optional) measures the generator on the same fixed fakes and
     their integer labels, e.g. a domain classifier's label agreement (``scripts/probe_dpgan.py``):
-    whether G learns, which D's logits alone do not say; its items join each row."""
+    whether G learns, which D's logits alone do not say; its items join each row.
+    ``progress``: a tqdm bar over the steps (``scripts/probe_dpgan.py`` shows one)."""
     import copy
 
     positive_int("steps", steps)
@@ -608,7 +610,8 @@ def discriminator_probe(m: DPGAN, steps: int, every: int, n: int = 256,
         return row
 
     rows = [measure(m.d_steps)]
-    for _ in range(steps):
+    for _ in tqdm(range(steps), disable=not progress, unit="step",
+                  desc=f"probe dpgan clip_fake={m.cfg.clip_fake}"):
         row = m.step()
         if m.d_steps % every == 0:
             rows.append({**measure(m.d_steps), "d_loss": row["d_loss"]})
