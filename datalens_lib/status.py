@@ -18,8 +18,9 @@ the paper's transcribed numbers (``data/paper/*.csv``):
   lack needs a dataset that cannot be downloaded here), ``not run``, or for artifacts without
   numbers to compare (figures, timings on other hardware) ``shown at paper scale``.
 
-The tolerance is a parameter (default 2 points of accuracy) because no cell has several
-paper-scale seeds yet; once it has, the seed spread is the natural tolerance.
+The tolerance is a parameter (default 2 points of accuracy) because most cells have a single
+training seed (the status page counts the main settings that have several); with several
+seeds per cell, the seed spread is the natural tolerance.
 """
 
 from __future__ import annotations

@@ -31,19 +31,22 @@ tolerance = 0.02  # |ours - paper| (accuracy) within which a paper-scale artifac
 # %%
 from IPython.display import HTML, Markdown, display
 
-from datalens_lib import status
+from datalens_lib import book, status
 
 table = status.status_table(tolerance)
 n = table.verdict.value_counts()
 counts = ", ".join(f"{n.get(v, 0)} {v}" for v in status.VERDICTS if n.get(v, 0))
 have = int(table["at paper scale"].where(table["paper cells"].notna(), 0).sum())
 total = int(table["paper cells"].fillna(0).sum())
+spread = book.seed_spread()  # the four main DataLens settings, per run family
+several = int((spread["seeds"] > 1).sum()) if len(spread) else 0
 display(Markdown(
     f"**{len(table)} artifacts**: {counts}. **{have} of the paper's {total} numbered cells** "
     f"are reproduced at paper scale. An artifact *agrees* when the median |ours − paper| "
     f"over its paper-scale cells is at most {tolerance:g}: one fixed tolerance for every "
-    f"artifact, since most GAN cells have a single paper-scale seed (the DP-SGD cells have "
-    f"several: their notebooks give the seed spread)."))
+    f"artifact rather than each cell's seed spread, since {several} of the {len(spread)} main "
+    f"DataLens settings (per run family, `book.seed_spread`) {'has' if several == 1 else 'have'} "
+    f"more than one training seed (the DP-SGD notebooks give their cells' seed spread)."))
 display(HTML(status.to_html(table)))
 
 # %% [markdown]

@@ -111,10 +111,12 @@ else:
 # (`DP-GAN`, batch 64) and DPImageBench's large-batch one (`DP-GAN (large batch)`, batch 4096,
 # each real example clipped together with one fake), a variant shown beside the paper's
 # DP-GAN number and never compared with it. The budgets below ε = 1 are queued in the
-# large-batch setting only: the small-batch discriminator calls every image fake, and with
-# `clip_fake` it stays at chance for the probe's 1,500 steps
-# (`data/results/dpgan/mnist-eps10/cpu/probe-discriminator-1500.json`, described in
-# `data/results/README.md`).
+# large-batch setting only, because of what the committed probes of the small-batch
+# discriminator measured (`data/results/dpgan/mnist-eps10/cpu/probe-discriminator*.json`,
+# described in `data/results/README.md`; printed below).
+
+# %%
+display(Markdown(book.dpgan_probe_paragraph()))
 
 # %%
 lowdp = book.lowdp_methods_table()

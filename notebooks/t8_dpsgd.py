@@ -44,12 +44,15 @@ fashion_epsilons = [1.0]
 device = "auto"
 
 # %%
+import math
+
 import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown, display
 
 from datalens_lib import store
 from datalens_lib.dpsgd import report
+from datalens_lib.dpsgd.train import DPSGDConfig
 
 paper = report.paper_rows("tab_dpsgd.csv", "tab:dpsgd-mnist")
 cells = report.table_cells("tab:dpsgd-mnist", ks)
@@ -66,8 +69,10 @@ table.round(2)
 # ## Privacy: the steps T and ε under each accountant
 #
 # T (`steps`) is set by the budget under the `paper` ledger: the simple RDP-to-(ε, δ)
-# conversion on a dense grid of orders up to 1024, a sound, data-independent guarantee (and
-# the paper's likely accountant: the Opacus of its time could not reach its ε ≤ 0.1 cells).
+# conversion on a dense grid of orders up to 1024, a sound, data-independent guarantee (and,
+# by our reading, the paper's accountant: the same conversion over the orders the Opacus of
+# its time used, at most 63, cannot go below log(1/δ)/62, computed below against the paper's
+# smallest budgets).
 # Beside it, what Opacus 1.6's own RDP accountant (attached to the optimizer; default orders
 # up to 63) and the PRV accountant report for the same run. All are DP guarantees for the
 # same mechanism; the smallest is the tightest. No ledger counts the hyper-parameter search.
@@ -91,6 +96,14 @@ if len(over):
         f"{over.eps_opacus_rdp.max():.3f}): its orders stop at 63, too few for these small "
         "budgets. The guarantee stated is the `paper` ledger's, which stays within the budget; "
         f"PRV gives at most {over.eps_prv.max():.3f} for the same runs.")
+# the conversion's floor over orders up to 63: epsilon >= min over alpha of
+# log(1/delta) / (alpha - 1), whatever the RDP (which is >= 0)
+floor = math.log(1 / DPSGDConfig.delta) / (63 - 1)
+small = sorted({e for e in table.epsilon if e < floor})
+notes.append(f"Over orders up to 63 the conversion gives ε ≥ log(1/δ)/62 = {floor:.3f} at "
+             f"δ = {DPSGDConfig.delta:g}, whatever the mechanism"
+             + (": above the budgets ε ∈ {" + ", ".join(f"{e:g}" for e in small) + "} here."
+                if small else "."))
 display(Markdown(" ".join(notes)))
 
 # %% [markdown]
@@ -157,14 +170,23 @@ display(Markdown(" ".join(lines)))
 #
 # The paper writes NormTopK on the vector of all parameters' gradients (the *flat* scope, our
 # default). On the Opacus CNN most of an example's gradient norm sits in the first linear
-# layer, so keeping a fraction k of the norm keeps a few percent of the coordinates, and the
-# convolutions get little of their own gradient while their noise is unchanged. Selecting
+# layer, so keeping a fraction k of the norm keeps few of the coordinates (counted below from
+# the committed `bench_dpsgd` record), and the convolutions get little of their own gradient
+# while their noise is unchanged. Selecting
 # within each parameter tensor (`scope="layer"`, ours) keeps a fraction k of every layer's norm,
 # with the same bound ‖ĝ‖ ≤ √k·C and so the same noise and ε. The table lists committed
 # paper-scale per-layer cells beside the flat cell and GM-DP at the same budget; `tab:control`
 # (T10) separates the compression from the noise.
 
 # %%
+kept = report.kept_coordinates()
+if len(kept):
+    display(Markdown(
+        "Coordinates flat NormTopK keeps per example (of d = "
+        f"{int(kept['d'].iloc[0]):,}; committed `bench_dpsgd` record(s), a model after some "
+        "SGD steps): " + "; ".join(
+            f"k = {r.k:g}: median {r.kept_median:,} ({100 * r.median_fraction:.1f} %), at most "
+            f"{r.kept_max:,} (`{r.record}`, {r.git_sha})" for r in kept.itertuples()) + "."))
 scopes = report.scope_table(dataset)
 if scopes.empty:
     display(Markdown("No per-layer cell is committed yet (queued: `dpsgd normtopk 0.6 1.0 5 "

@@ -737,3 +737,32 @@ def test_dpgan_probe_paragraph_reads_its_numbers_from_the_records(tmp_path):
     assert "0.27-0.61 after step 0" in text and "quality.json" not in text
     (folder / "quality.json").write_text(json.dumps({"label_agreement": 0.456}))
     assert "final published samples score 0.46" in book.dpgan_probe_paragraph(tmp_path)
+    assert "calls every image fake" not in text  # no 500-step probe committed here
+    # the 500-step probe: the committed setting's D calls every image fake from the first
+    # measurement after which both mean logits stay below 0 (a later rise resets it)
+    short = {"steps": 60, "seed": 0, "every": 20, "series": {"clip_fake=false": {"rows": [
+        row(0, 0.9, 0.9, 9.0, 0.9), row(20, -1.0, -1.5, 2.9, 0.1),
+        row(40, 0.1, -1.2, 2.7, 0.1), row(60, -2.5, -2.25, 2.75, 0.1)]}}}
+    (folder / "probe-discriminator.json").write_text(json.dumps(short))
+    text = book.dpgan_probe_paragraph(tmp_path)
+    assert text.startswith("In the committed setting the discriminator calls every image fake "
+                           "from step 60 on")
+    assert "between -2.50 and -2.25, its loss between 2.75 and 2.75" in text
+    short["series"]["clip_fake=false"]["rows"][-1] = row(60, -2.5, 0.5, 2.75, 0.1)
+    (folder / "probe-discriminator.json").write_text(json.dumps(short))
+    assert "calls every image fake" not in book.dpgan_probe_paragraph(tmp_path)
+    # the committed probes: from the first measurement on
+    assert "calls every image fake from step 100 on" in book.dpgan_probe_paragraph()
+
+
+def test_evaluation_cost_reads_each_committed_evaluations_seconds():
+    """T1's evaluation cost per device, from the committed records: the H100 runs' 600-epoch
+    evaluations and the CPU runs' 30-epoch ones, seconds per epoch = seconds / epochs."""
+    cost = book.evaluation_cost()
+    assert {"cuda", "cpu"} <= set(cost["device"])
+    one = cost[(cost.config == "mnist-eps1") & (cost.folder == "paper")].iloc[0]
+    ev = json.loads((book.RESULTS_DIR / "datalens" / "mnist-eps1" / "paper"
+                     / "eval-600ep.json").read_text())
+    assert (one.device, one.epochs) == ("cuda", 600)
+    assert one.seconds_per_epoch == pytest.approx(ev["seconds"] / 600)
+    assert (cost["seconds_per_epoch"] > 0).all()

@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import dp_accounting
 import pandas as pd
@@ -1436,3 +1437,19 @@ def test_budget_curves_plot_each_column_up_to_the_asked_budget():
     dotted = [ln for ln in ax_s.get_lines() if ln.get_linestyle() == ":"]
     assert len(dotted) == 2 and list(dotted[0].get_xdata()) == [0.05, 0.1, 1.0]
     plt.close("all")
+
+
+def test_kept_coordinates_counts_from_the_benchmark_record(tmp_path):
+    """T8's count of the coordinates flat NormTopK keeps: read from the committed
+    bench_dpsgd record, against d counted from the model (26,010 for Opacus's MNIST CNN)."""
+    from datalens_lib.dpsgd import report
+
+    kept = report.kept_coordinates()
+    rec = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+                      / "dpsgd-cpu-2core.json").read_text())
+    mine = kept[kept.record == "dpsgd-cpu-2core.json"]
+    assert list(mine.k) == [r["k"] for r in rec["rows"]]
+    assert list(mine.kept_median) == [int(r["kept_median"]) for r in rec["rows"]]
+    assert set(kept.d) == {26_010}
+    (tmp_path / "dpsgd-x.json").write_text(json.dumps({"rows": [{"k": 0.5}]}))
+    assert report.kept_coordinates(tmp_path).empty  # a record without counts gives no row

@@ -432,3 +432,30 @@ def plot_budget_curves(table: pd.DataFrame, title: str, ax: Any = None,
                     xycoords="axes fraction", ha="right", fontsize=7)
     ax.legend(fontsize=7, loc="lower center")
     return ax
+
+
+def kept_coordinates(root=None) -> pd.DataFrame:
+    """How many of an example's gradient coordinates flat NormTopK keeps on the MNIST CNN, per
+    k, from the committed ``benchmarks/bench_dpsgd.py`` record(s)
+    (``benchmarks/results/dpsgd-*.json``: the median and largest count over a batch of
+    per-example gradients of a model after some SGD steps), beside the number of coordinates
+    ``d`` of :class:`.train.OpacusMNISTCNN` (counted here). One row per record and k."""
+    import json
+    from pathlib import Path
+
+    from .train import OpacusMNISTCNN
+
+    d = sum(p.numel() for p in OpacusMNISTCNN().parameters())
+    folder = Path(root) if root else Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    rows = []
+    for f in sorted(folder.glob("dpsgd-*.json")):
+        rec = json.loads(f.read_text())
+        for r in rec.get("rows", []):
+            if "kept_median" in r:
+                rows.append({"record": f.name, "git_sha": str(rec.get("git_sha", ""))[:7],
+                             "k": r["k"], "kept_median": int(r["kept_median"]),
+                             "kept_max": int(r["kept_max"]), "d": d,
+                             "median_fraction": r["kept_median"] / d})
+    return pd.DataFrame(rows, columns=["record", "git_sha", "k", "kept_median", "kept_max", "d",
+                                       "median_fraction"])
+
