@@ -534,8 +534,8 @@ def stopping_rule_paragraph(table: pd.DataFrame) -> str:
 def _calls_everything_fake(rec: dict[str, Any]) -> str:
     """The committed small-batch setting's discriminator in a probe record (``clip_fake`` off):
     from which measured step on its mean logit stayed below 0 on real and fake images alike
-    (it calls every image fake), with the range of those logits and of its loss; "" when it
-    never did."""
+    (on average it calls every image fake), with the range of those logits and of its loss;
+    "" when the last measurement is not below 0 on both."""
     rows = [r for r in rec["series"]["clip_fake=false"]["rows"] if r["step"] > 0]
     since = None
     for r in rows:
@@ -546,11 +546,11 @@ def _calls_everything_fake(rec: dict[str, Any]) -> str:
     after = [r for r in rows if r["step"] >= since]
     logits = [v for r in after for v in (r["logit_real"], r["logit_fake"])]
     loss = [r["d_loss"] for r in after]
-    return (f"In the committed setting the discriminator calls every image fake from step "
-            f"{since:,} on (`probe-discriminator.json`, {rec['steps']:,} steps measured every "
-            f"{rec['every']}: from there its mean logit on real and on fake images stays "
-            f"between {min(logits):.2f} and {max(logits):.2f}, its loss between "
-            f"{min(loss):.2f} and {max(loss):.2f}). ")
+    return (f"In the committed setting the discriminator's mean logit is below 0 on real and "
+            f"on fake images alike from step {since:,} on (on average it calls every image "
+            f"fake; `probe-discriminator.json`, {rec['steps']:,} steps measured every "
+            f"{rec['every']}: from there the mean logits stay between {min(logits):.2f} and "
+            f"{max(logits):.2f}, the loss between {min(loss):.2f} and {max(loss):.2f}). ")
 
 
 def dpgan_probe_paragraph(root: Path | None = None) -> str:
@@ -991,16 +991,16 @@ def schedule_table(root: Path | None = None,
 
 def evaluation_cost(root: Path | None = None) -> pd.DataFrame:
     """What the evaluation classifier cost in each committed DataLens run's latest evaluation
-    (its record's ``seconds``): the device the run trained on (the evaluation ran on the same
-    machine), the epochs, and seconds per epoch. One row per run with a timed evaluation."""
+    (its record's ``seconds``): the device it ran on (``cuda`` where the evaluation record's
+    ``hardware`` names a GPU, else ``cpu``), the epochs, and seconds per epoch. One row per run
+    with a timed evaluation."""
     rows = []
     for s in committed_runs(root):
         ev = latest_eval(Path(s["run_dir"]))
         if not ev or not ev.get("seconds") or not ev.get("epochs"):
             continue
-        rec = json.loads((Path(s["run_dir"]) / "run.json").read_text())
         rows.append({"config": s["config"], "folder": Path(s["run_dir"]).name,
-                     "device": str(rec.get("device", "?")).split(":")[0],
+                     "device": "cuda" if (ev.get("hardware") or {}).get("gpu") else "cpu",
                      "epochs": int(ev["epochs"]), "seconds": float(ev["seconds"]),
                      "seconds_per_epoch": float(ev["seconds"]) / int(ev["epochs"])})
     return pd.DataFrame(rows, columns=["config", "folder", "device", "epochs", "seconds",

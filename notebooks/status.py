@@ -44,9 +44,10 @@ display(Markdown(
     f"**{len(table)} artifacts**: {counts}. **{have} of the paper's {total} numbered cells** "
     f"are reproduced at paper scale. An artifact *agrees* when the median |ours − paper| "
     f"over its paper-scale cells is at most {tolerance:g}: one fixed tolerance for every "
-    f"artifact rather than each cell's seed spread, since {several} of the {len(spread)} main "
-    f"DataLens settings (per run family, `book.seed_spread`) {'has' if several == 1 else 'have'} "
-    f"more than one training seed (the DP-SGD notebooks give their cells' seed spread)."))
+    f"artifact rather than each cell's seed spread, since {several} of the {len(spread)} "
+    f"(main DataLens setting, run family) cells (`book.seed_spread`) "
+    f"{'has' if several == 1 else 'have'} more than one training seed (the DP-SGD notebooks "
+    f"give their cells' seed spread)."))
 display(HTML(status.to_html(table)))
 
 # %% [markdown]

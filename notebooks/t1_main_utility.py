@@ -335,11 +335,11 @@ else:
 cost = book.evaluation_cost()
 for dev, g in cost.groupby("device"):
     per = g["seconds_per_epoch"]
-    full = 600 * per.median()
+    at_600 = 600 * per.median()
     display(Markdown(
         f"{dev}: {len(g)} committed evaluation(s), {per.min():.3g}-{per.max():.3g} s per epoch "
         f"(median {per.median():.3g}; the spread includes what ran beside them), so 600 epochs "
-        "take " + (f"~{full / 3600:.2g} h" if full >= 3600 else f"~{full / 60:.2g} min")
+        "take " + (f"~{at_600 / 3600:.2g} h" if at_600 >= 3600 else f"~{at_600 / 60:.2g} min")
         + " at the median."))
 sched = book.schedule_table()
 if len(sched):

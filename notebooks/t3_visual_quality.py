@@ -108,7 +108,7 @@ agree.round(4)
 reeval = report.subset_reevaluations()
 
 
-def _short_schedule(r) -> str:
+def _short_schedule(r: tuple) -> str:
     """The subset at the full run's epochs (a tenth of the SGD steps), against the same
     number of steps: the comparison says which gives less, nothing is assumed."""
     short = getattr(r, f"subset_{r.full_epochs}ep", None)

@@ -44,11 +44,11 @@ fashion_epsilons = [1.0]
 device = "auto"
 
 # %%
-import math
-
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
+from opacus.accountants import RDPAccountant
 
 from datalens_lib import store
 from datalens_lib.dpsgd import report
@@ -96,14 +96,23 @@ if len(over):
         f"{over.eps_opacus_rdp.max():.3f}): its orders stop at 63, too few for these small "
         "budgets. The guarantee stated is the `paper` ledger's, which stays within the budget; "
         f"PRV gives at most {over.eps_prv.max():.3f} for the same runs.")
-# the conversion's floor over orders up to 63: epsilon >= min over alpha of
-# log(1/delta) / (alpha - 1), whatever the RDP (which is >= 0)
-floor = math.log(1 / DPSGDConfig.delta) / (63 - 1)
-small = sorted({e for e in table.epsilon if e < floor})
-notes.append(f"Over orders up to 63 the conversion gives ε ≥ log(1/δ)/62 = {floor:.3f} at "
-             f"δ = {DPSGDConfig.delta:g}, whatever the mechanism"
-             + (": above the budgets ε ∈ {" + ", ".join(f"{e:g}" for e in small) + "} here."
-                if small else "."))
+# each conversion's floor over Opacus's default orders (at most 63), whatever the RDP (>= 0):
+# the simple one (the paper ledger's, and the Opacus of the paper's time) gives
+# eps >= log(1/delta) / (alpha - 1); Opacus 1.6's tighter one (Balle et al. 2020)
+# eps >= log((alpha - 1) / alpha) - (log delta + log alpha) / (alpha - 1)
+alphas = np.array(RDPAccountant.DEFAULT_ALPHAS, dtype=float)
+delta = DPSGDConfig.delta
+floor_simple = float(np.min(np.log(1 / delta) / (alphas - 1)))
+floor_opacus = float(np.min(np.log((alphas - 1) / alphas)
+                            - (np.log(delta) + np.log(alphas)) / (alphas - 1)))
+small = sorted({e for e in table.epsilon if e < floor_simple})
+notes.append(f"Over Opacus's default orders (at most {alphas.max():g}) the simple conversion "
+             f"(the `paper` ledger's, and the Opacus of the paper's time) cannot give less than "
+             f"ε = {floor_simple:.3f} at δ = {delta:g}, whatever the mechanism"
+             + (", above the budgets ε ∈ {" + ", ".join(f"{e:g}" for e in small) + "} here"
+                if small else "")
+             + f"; Opacus 1.6's tighter conversion, over the same orders, not less than "
+             f"{floor_opacus:.3f}.")
 display(Markdown(" ".join(notes)))
 
 # %% [markdown]

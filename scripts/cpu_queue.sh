@@ -55,8 +55,14 @@ EVAL_LANES=${CPU_QUEUE_EVAL_LANES:-2}  # (evaluate_lanes)
 LOCKS=runs/queue/locks  # flock files: the lanes' job counter, one per searched DP-SGD cell
 # progress bars (tqdm reads TQDM_* settings from the environment): every job shows its steps
 # (the DP-SGD jobs too: one bar per seed and search point, named by its budget and seed),
-# refreshed at most every 30 s so that a log of hours of training stays small
+# redrawn about every 30 s (the monitor thread's maxinterval too) so that a log of hours of
+# training stays small; in lanes each redraw becomes a line of its own (bars)
 export TQDM_MININTERVAL=${TQDM_MININTERVAL:-30}
+export TQDM_MAXINTERVAL=${TQDM_MAXINTERVAL:-$TQDM_MININTERVAL}
+bars() {  # PREFIX: a job's output with each progress-bar redraw ('\r') on a line of its own,
+  # prefixed, line by line as it comes (a lane's bar would otherwise show only when it closes)
+  stdbuf -oL tr '\r' '\n' | sed -u "/^$/d; s/^/$1 /"
+}
 
 commit_copy() {  # DEST FILE...: each FILE into DEST under a temporary name, then renamed, so
   # that a kill or a full disk never leaves a truncated record that the "already committed"
@@ -491,7 +497,7 @@ evaluate_lanes() {  # OUT EPOCHS WHAT...: evaluate a finished run's sample files
       else
         echo "[queue] $out: evaluating $what ($epochs epochs, one of $lanes one-thread lanes)"
         (OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$DL" evaluate "$out" --epochs "$epochs" \
-          "${snap[@]}" 2>&1 | sed -u "s/^/[eval ${w/#-/run}] /") &
+          "${snap[@]}" 2>&1 | bars "[eval ${w/#-/run}]") &
         pids+=($!)
       fi
     done
@@ -598,7 +604,7 @@ run_lanes() {  # FIRST LAST: jobs FIRST..LAST (1-based, all lane_job) in LANES l
         n=$(flock "$counter.lock" bash -c 'n=$(<"$1"); echo $((n + 1)) > "$1"; echo "$n"' _ \
           "$counter")
         ((n <= last)) || break
-        OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 bash "$SELF" "$n" 2>&1 | sed -u "s/^/[lane $l] /" \
+        OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 bash "$SELF" "$n" 2>&1 | bars "[lane $l]" \
           || echo "[queue] FAILED (exit $?): ${JOBS[$((n - 1))]}"
       done
     ) &

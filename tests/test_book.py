@@ -745,14 +745,14 @@ def test_dpgan_probe_paragraph_reads_its_numbers_from_the_records(tmp_path):
         row(40, 0.1, -1.2, 2.7, 0.1), row(60, -2.5, -2.25, 2.75, 0.1)]}}}
     (folder / "probe-discriminator.json").write_text(json.dumps(short))
     text = book.dpgan_probe_paragraph(tmp_path)
-    assert text.startswith("In the committed setting the discriminator calls every image fake "
-                           "from step 60 on")
-    assert "between -2.50 and -2.25, its loss between 2.75 and 2.75" in text
+    assert text.startswith("In the committed setting the discriminator's mean logit is below 0 "
+                           "on real and on fake images alike from step 60 on")
+    assert "between -2.50 and -2.25, the loss between 2.75 and 2.75" in text
     short["series"]["clip_fake=false"]["rows"][-1] = row(60, -2.5, 0.5, 2.75, 0.1)
     (folder / "probe-discriminator.json").write_text(json.dumps(short))
     assert "calls every image fake" not in book.dpgan_probe_paragraph(tmp_path)
     # the committed probes: from the first measurement on
-    assert "calls every image fake from step 100 on" in book.dpgan_probe_paragraph()
+    assert "fake images alike from step 100 on" in book.dpgan_probe_paragraph()
 
 
 def test_evaluation_cost_reads_each_committed_evaluations_seconds():

@@ -7,7 +7,9 @@ check (the status page and the notebooks never compare it with the paper).
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -16,6 +18,7 @@ from ..results import PAPER_DIR
 from .train import (
     CONTROL_COMPRESSING,
     SEARCH_PARAMETERS,
+    OpacusMNISTCNN,
     cell_name,
     committed_searches,
     committed_summaries,
@@ -434,17 +437,12 @@ def plot_budget_curves(table: pd.DataFrame, title: str, ax: Any = None,
     return ax
 
 
-def kept_coordinates(root=None) -> pd.DataFrame:
+def kept_coordinates(root: Path | None = None) -> pd.DataFrame:
     """How many of an example's gradient coordinates flat NormTopK keeps on the MNIST CNN, per
     k, from the committed ``benchmarks/bench_dpsgd.py`` record(s)
     (``benchmarks/results/dpsgd-*.json``: the median and largest count over a batch of
     per-example gradients of a model after some SGD steps), beside the number of coordinates
     ``d`` of :class:`.train.OpacusMNISTCNN` (counted here). One row per record and k."""
-    import json
-    from pathlib import Path
-
-    from .train import OpacusMNISTCNN
-
     d = sum(p.numel() for p in OpacusMNISTCNN().parameters())
     folder = Path(root) if root else Path(__file__).resolve().parents[2] / "benchmarks" / "results"
     rows = []
@@ -458,4 +456,3 @@ def kept_coordinates(root=None) -> pd.DataFrame:
                              "median_fraction": r["kept_median"] / d})
     return pd.DataFrame(rows, columns=["record", "git_sha", "k", "kept_median", "kept_max", "d",
                                        "median_fraction"])
-
