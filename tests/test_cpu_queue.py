@@ -47,6 +47,10 @@ case $cmd in
          [[ -n $search ]] && echo '{}' > "$search/search.json"
          # (a plain cell outlasts the jitter of the lanes' start)
          if [[ -n $search ]]; then sleep 1; else sleep 3; fi
+         # a progress bar as tqdm draws it (redraws separated by \r, no newline) and the
+         # redraw interval the queue sets
+         printf 'bar 1/2 tqdm=%s\rbar 2/2 tqdm=%s\r' "${TQDM_MININTERVAL:-unset}" \
+           "${TQDM_MAXINTERVAL:-unset}" >&2
          if [[ " $* " == *" --control "* ]]; then
            k=$(arg --k "$@"); e=$(arg --epsilon "$@")
            for s in topagg topk-gm-dp topk-sgd gm-dp clipped-sgd; do
@@ -104,8 +108,14 @@ def test_dpsgd_jobs_run_in_one_thread_lanes_and_the_rest_alone(queue_dir: Path):
     assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
     rows = _log(queue_dir)
     dpsgd = [r for r in rows if r[3].startswith("dpsgd")]
-    # every job shows its progress bars (one per seed and search point), none runs --quiet
+    # every job shows its progress bars (one per seed and search point), none runs --quiet;
+    # in a lane each redraw is a line of its own, prefixed, redrawn every 30 s at most
     assert dpsgd and not any("--quiet" in r[3] for r in dpsgd)
+    lines = res.stdout.splitlines()
+    for lane in ("[lane 1]", "[lane 2]"):
+        assert f"{lane} bar 1/2 tqdm=30" in lines and f"{lane} bar 2/2 tqdm=30" in lines, \
+            res.stdout[-2000:]
+    assert "\r" not in res.stdout
     # the first four jobs ran in two lanes of one torch thread: some of them overlapped
     first = [r for r in dpsgd if "--epsilon 0.2 " not in r[3]]
     assert {r[2] for r in first} == {"1"}

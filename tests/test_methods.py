@@ -245,7 +245,8 @@ def _same_state(a, b) -> bool:
 
 
 @pytest.mark.parametrize("joint", [False, True])
-def test_dcgan_discriminator_probe_measures_without_touching_the_run(mnist_dir, joint):
+def test_dcgan_discriminator_probe_measures_without_touching_the_run(mnist_dir, joint,
+                                                                     capsys):
     """methods.dcgan.discriminator_probe: a row before the first epoch and after each; the
     probed run's trajectory is the unprobed run's, bit for bit; the within-class distances
     are those of the probe's own images; D trained alone reports its loss."""
@@ -260,7 +261,10 @@ def test_dcgan_discriminator_probe_measures_without_touching_the_run(mnist_dir, 
         return {"mean_pixel": float(fake.mean())}
 
     rng = torch.get_rng_state()
-    out = discriminator_probe(probed, epochs=2, n=40, alone_batches=20, score=score)
+    out = discriminator_probe(probed, epochs=2, n=40, alone_batches=20, score=score,
+                              progress=True)
+    err = capsys.readouterr().err  # its progress bars
+    assert "probe dcgan" in err and "probe dcgan, D alone" in err
     assert torch.equal(torch.get_rng_state(), rng)  # the probe's randomness is its own
     rows = out["rows"]
     for _ in range(2):
