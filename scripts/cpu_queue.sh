@@ -64,25 +64,9 @@ bars() {  # PREFIX: a job's output with each progress-bar redraw ('\r') on a lin
   stdbuf -oL tr '\r' '\n' | sed -u "/^$/d; s/^/$1 /"
 }
 
-commit_copy() {  # DEST FILE...: each FILE into DEST under a temporary name, then renamed, so
-  # that a kill or a full disk never leaves a truncated record that the "already committed"
-  # checks (file existence) would take as complete; the files land in the order given
-  local dest=$1 f base
-  shift
-  mkdir -p "$dest"
-  for f in "$@"; do
-    base=$(basename "$f")
-    cp "$f" "$dest/.$base.tmp" && mv -f "$dest/.$base.tmp" "$dest/$base" || {
-      rm -f "$dest/.$base.tmp"; return 1; }
-  done
-}
-
-copy_new() {  # DEST FILE...: as commit_copy, for the files DEST does not hold yet
-  local dest=$1 f todo=()
-  shift
-  for f in "$@"; do [[ -e $dest/$(basename "$f") ]] || todo+=("$f"); done
-  ((${#todo[@]} == 0)) || commit_copy "$dest" "${todo[@]}"
-}
+# commit_copy, copy_new: each file under a temporary name, then renamed
+# shellcheck source=queue_copy.sh
+source "$(dirname "$SELF")/queue_copy.sh"
 JOBS=(
   # issue 12, item 1 and tab:lowdp: a second training seed of the CPU setting, with generator
   # snapshots at eps = 0.2 ... 0.8 (T2's budgets from the eps = 1 run); first since 2026-11-28,

@@ -48,6 +48,10 @@ mkdir -p "$STAGE"
 touch "$STAGED" "$PACKED"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-4}  # several processes share the machine's cores
 
+# commit_copy, copy_new: each file under a temporary name, then renamed (a kill never leaves a
+# truncated record that a resumed command reads as done)
+# shellcheck source=queue_copy.sh
+source "$(dirname "$0")/queue_copy.sh"
 pack() { $PY scripts/gpu_pack.py "$STAGE" "$CALL" "$OUT" "$PACKED" "$TAR_BYTES"; }  # under LOCK
 (  # a new call: drop half-staged folders, return what an earlier call staged but never returned
   flock 9
@@ -80,21 +84,6 @@ throttle() {  # a free slot: background jobs other than the lanes (PARALLEL 0 re
   done
 }
 quiet() { tr '\r' '\n' | grep -v "it/s\]$" | tail -"$1"; }
-
-copy_missing() {  # SRC DEST FILE...: each SRC/FILE that DEST lacks, under a temporary name,
-  # then renamed (a kill never leaves a truncated record that a resumed command reads as
-  # done); files DEST holds are kept (what cp -n did, without its exit status, which differs
-  # between coreutils versions when a file is skipped)
-  local src=$1 dest=$2 f
-  shift 2
-  mkdir -p "$dest" || return 1
-  for f in "$@"; do
-    [[ -e $dest/$f ]] && continue
-    cp "$src/$f" "$dest/.$f.tmp" && mv -f "$dest/.$f.tmp" "$dest/$f" || {
-      rm -f "$dest/.$f.tmp"; return 1; }
-  done
-}
-names() { (cd "$1" && compgen -G "$2") || true; }  # DIR GLOB: the matching names in DIR
 
 register() {  # item: listed before its rename, so a kill after it still returns it next call
   grep -qxF "$1" "$STAGED" || echo "$1" >> "$STAGED"
@@ -240,7 +229,7 @@ dpsgd_search() {  # cell, method, k, eps, seeds: a budget tab:dpsgd-search lacks
   local resumed=0 ok=0
   [[ -d $base ]] && resumed=1  # points or seeds of an earlier call on this machine
   if [[ -f $rel/search/search.json ]]; then  # a committed search: its points are reused
-    copy_missing "$rel/search" "$base/search" $(names "$rel/search" "point*.json") && resumed=1
+    copy_new "$base/search" "$rel"/search/point*.json && resumed=1
   fi
   t0=$SECONDS
   run_job $DL dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" \
@@ -274,7 +263,7 @@ dpsgd_control() {  # topagg, k, eps [scope]: tab:control's five scenarios on MNI
   for s in "${scen[@]}"; do
     rel=data/results/dpsgd/mnist/$name-$s/paper
     if [[ -f $rel/summary.json ]]; then
-      copy_missing "$rel" "$out/$name-$s" $(names "$rel" "seed*.json")
+      copy_new "$out/$name-$s" "$rel"/seed*.json
     elif [[ ! -f $STAGE/$rel/summary.json ]]; then
       missing+=("$s")
     fi
@@ -287,9 +276,9 @@ dpsgd_control() {  # topagg, k, eps [scope]: tab:control's five scenarios on MNI
     srel=data/results/dpsgd/mnist/$topagg/search search=runs/gpu/dpsgd/mnist/$topagg/search
     searchargs=(--search "$search")
     if [[ -f $srel/search.json ]]; then
-      copy_missing "$srel" "$search" $(names "$srel" "point*.json")
+      copy_new "$search" "$srel"/point*.json
     elif [[ -f $STAGE/$srel/search.json ]]; then
-      copy_missing "$STAGE/$srel" "$search" $(names "$STAGE/$srel" "point*.json")
+      copy_new "$search" "$STAGE/$srel"/point*.json
     elif [[ ! -f $search/search.json ]]; then
       echo "[gpu-queue] dpsgd $name: skipped, TopAgg's search ($topagg) has not finished"
       return

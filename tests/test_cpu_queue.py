@@ -78,7 +78,8 @@ def queue_dir(tmp_path: Path) -> Path:
     if shutil.which("flock") is None:
         pytest.skip("flock (util-linux) is not installed")
     (tmp_path / "scripts").mkdir()
-    shutil.copy(ROOT / "scripts" / "cpu_queue.sh", tmp_path / "scripts" / "cpu_queue.sh")
+    for name in ("cpu_queue.sh", "queue_copy.sh"):
+        shutil.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
     py = tmp_path / ".venv" / "bin" / "python"  # (a symlink would lose the venv's packages)
     py.write_text('#!/usr/bin/env bash\necho call >> "${LOG:-/dev/null}.python"\n'

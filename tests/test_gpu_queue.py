@@ -55,7 +55,7 @@ def queue_dir(tmp_path: Path) -> Path:
     if shutil.which("flock") is None:
         pytest.skip("flock (util-linux) is not installed")
     (tmp_path / "scripts").mkdir()
-    for name in ("gpu_queue.sh", "gpu_pack.py"):
+    for name in ("gpu_queue.sh", "gpu_pack.py", "queue_copy.sh"):
         shutil.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
     fake = tmp_path / "fake-dl"
     fake.write_text(FAKE_DL)
