@@ -619,7 +619,12 @@ def gpate_ledger_steps(profile: str = "paper") -> pd.DataFrame:
 def snapshot_table(root: Path | None = None) -> pd.DataFrame:
     """``tab:lowdp`` cells from budget snapshots of committed ε = 1 runs (any method): one
     row per evaluated snapshot, with the paper's value for that method, dataset and budget.
-    Only snapshots marked ``exact`` (the run with that budget) are shown."""
+    Only snapshots marked ``exact`` (the run with that budget) are shown. ``rerun``: None for
+    a snapshot the run took itself; for one recovered by training the run again up to its last
+    snapshot (``train --until-last-snapshot``, its ``snapshots.json``), "identical" when every
+    step trained again equals the committed run's record (:func:`methods.harness.prefix_check`),
+    else where they first differ (the snapshot is then that of a run with the same config and
+    seed, not bit for bit the committed run's)."""
     rows = []
     paper = paper_table("tab_lowdp.csv")
     names = {v: k for k, v in PAPER_METHODS.items()}
@@ -635,6 +640,10 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
                 if not evs:
                     continue
                 ev = json.loads(evs[-1].read_text())
+                check = ev.get("snapshot", {}).get("prefix_of")
+                rerun = None if check is None else "identical" if check["identical"] else (
+                    "differs from step {}".format(
+                        (check.get("first_difference") or {}).get("row", -1) + 1))
                 sel = paper[(paper["method"] == names[method])
                             & (paper["dataset"] == s["dataset"])
                             & (pd.to_numeric(paper["epsilon"]) == snap["budget"])]
@@ -645,7 +654,8 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
                              "variant": not run_matches(s, method, {"moment_dtype":
                                                                     s["moment_dtype"]}
                                                         if s.get("moment_dtype") else {}),
-                             "step": snap["step"], "paper": float(sel["value"].iloc[0])
+                             "step": ev.get("snapshot", {}).get("step", snap["step"]),
+                             "rerun": rerun, "paper": float(sel["value"].iloc[0])
                              if len(sel) else None, "ours": ev["paper"],
                              "ours_clean": ev["clean"], "eval_epochs": ev["epochs"]})
     return with_difference(pd.DataFrame(rows)) if rows else pd.DataFrame(rows)
@@ -755,7 +765,8 @@ def _lowdp_cells(label: str, config: str, key: str | None, r: Any, eps: float,
         # its samples stayed where it ran
         why = (f"snapshot taken by {', '.join(runs)} but not evaluated (its samples are "
                "not kept here: `datalens evaluate RUN --snapshot B` where they are, or "
-               "train again)")
+               "train it again up to its last snapshot: `datalens train ... "
+               "--until-last-snapshot --prefix-of RUN`, queued in scripts/cpu_queue.sh)")
     need = data_status(r.dataset)
     todo = {}
     if key in METHODS and not need:

@@ -113,7 +113,7 @@ def _cmd_privacy(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     from .config import load_config
     from .methods import method_class
-    from .methods.harness import Run
+    from .methods.harness import SNAPSHOTS_RECORD, Run, check_prefix_reference
 
     try:
         overrides = _parse_sets(args.set)
@@ -122,12 +122,36 @@ def _cmd_train(args: argparse.Namespace) -> int:
         nonneg_int("--seed", args.seed)
         cls = method_class(args.method)
         cfg = load_config(args.config, args.profile, method=args.method, **overrides)
+        reference = None
+        if args.prefix_of is not None:
+            if not args.until_last_snapshot:
+                raise ValueError("--prefix-of needs --until-last-snapshot")
+            ref = Path(args.prefix_of)
+            ref = ref / "run.json" if ref.is_dir() else ref
+            reference = json.loads(ref.read_text())
+            # before the method allocates anything (a paper-size ensemble: ~18 GB)
+            check_prefix_reference(reference, args.method, cfg, args.seed, args.profile)
+        if args.until_last_snapshot and not args.snapshot_budgets:
+            raise ValueError("--until-last-snapshot needs --snapshot-budgets")
         method = cls(cfg, seed=args.seed, device=args.device, profile=args.profile)
         rec = Run(method, args.out, checkpoint_every=args.checkpoint_every,
-                  snapshot_budgets=tuple(args.snapshot_budgets or ())).run(resume=args.resume)
+                  snapshot_budgets=tuple(args.snapshot_budgets or ()),
+                  until_last_snapshot=args.until_last_snapshot,
+                  prefix_of=reference).run(resume=args.resume)
     except (ValueError, FileExistsError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if rec["status"] == "snapshots":
+        taken = ", ".join(f"eps {s['budget']:g} (step {s['step']})" for s in rec["snapshots"]
+                          if "step" in s) or "none"
+        check = rec.get("prefix_of")
+        same = "" if check is None else (
+            f"; the {check['rows_compared']} steps trained again are the reference run's own"
+            if check["identical"] else
+            f"; NOT the reference run's steps (first difference: {check['first_difference']})")
+        print(f"done: {rec['method']}, stopped at its last snapshot after {rec['steps']} "
+              f"steps; snapshots {taken}{same}; results in {args.out}/{SNAPSHOTS_RECORD}")
+        return 0
     eps = ", ".join(f"{k} {v:.4f}" for k, v in rec["epsilon"].items()) or "none (non-private)"
     queries = f", {rec['queries']} queries" if "queries" in rec else ""
     print(f"done: {rec['method']}, {rec['steps']} steps{queries}, epsilon: {eps}; "
@@ -198,30 +222,42 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         return 2
     if args.run.endswith(".npz"):
         return _evaluate_file(args)
+    from .methods.harness import SNAPSHOTS_RECORD
+
     run_dir = Path(args.run)
+    # a run stopped at its last snapshot (train --until-last-snapshot) has only its snapshots
+    record = "run.json"
+    if not (run_dir / record).exists() and (run_dir / SNAPSHOTS_RECORD).exists():
+        record = SNAPSHOTS_RECORD
+        if args.snapshot is None:
+            print(f"error: {run_dir} holds only the snapshots of a run stopped at its last "
+                  f"snapshot ({SNAPSHOTS_RECORD}): pass --snapshot EPS", file=sys.stderr)
+            return 2
     try:
-        rec = json.loads((run_dir / "run.json").read_text())
+        rec = json.loads((run_dir / record).read_text())
     except FileNotFoundError:
         print(f"error: {run_dir}/run.json not found: is the training run complete?",
               file=sys.stderr)
         return 2
     cfg = rec["config"]
     epochs = cfg["eval_epochs"] if args.epochs is None else args.epochs
-    try:
-        _, path = _run_samples(run_dir)
-    except FileNotFoundError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    # a published subset gets its own record name: never overwrite the full run's evaluation
-    samples = path.name
-    prefix = "" if samples == rec["samples"]["file"] else f"{path.stem}-"
     if args.snapshot is not None:
         snaps = {s["budget"]: s for s in rec.get("snapshots", []) if "samples" in s}
         if args.snapshot not in snaps:
-            print(f"error: no snapshot at budget {args.snapshot} in {run_dir}/run.json; it has "
+            print(f"error: no snapshot at budget {args.snapshot} in {run_dir}/{record}; it has "
                   f"{sorted(snaps) or 'none'}", file=sys.stderr)
             return 2
         samples, prefix = snaps[args.snapshot]["samples"], f"snapshot-eps{args.snapshot:g}-"
+    else:
+        try:
+            _, path = _run_samples(run_dir)
+        except FileNotFoundError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        # a published subset gets its own record name: never overwrite the full run's
+        # evaluation
+        samples = path.name
+        prefix = "" if samples == rec["samples"]["file"] else f"{path.stem}-"
     from .datalens import resolve_device
 
     device = str(resolve_device(args.device))
@@ -243,7 +279,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
         res["schedule_check"] = schedule_check(cfg, epochs, cfg["eval_epochs"])
     if args.snapshot is not None:
-        res["snapshot"] = snaps[args.snapshot]
+        # where the snapshot was taken: a run stopped at its last snapshot records whether its
+        # steps are a finished run's own (prefix_of)
+        res["snapshot"] = {**snaps[args.snapshot], "record": record}
+        if "prefix_of" in rec:
+            res["snapshot"]["prefix_of"] = rec["prefix_of"]
     variant = _eval_variant(lr, cfg["eval_lr"], args.limit, args.seed, args.pad_to,
                             args.dropout_rng)
     name = args.name or f"{prefix}eval-{epochs}ep{variant}.json"
@@ -650,6 +690,13 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--snapshot-budgets", type=float, nargs="+", metavar="EPS",
                     help="also keep the generator (and its samples) at these smaller budgets")
+    tr.add_argument("--until-last-snapshot", action="store_true",
+                    help="stop once every snapshot is taken and write snapshots.json instead "
+                    "of run.json (the snapshots of a finished run whose folder was lost)")
+    tr.add_argument("--prefix-of", default=None, metavar="RUN",
+                    help="with --until-last-snapshot: a finished run's run.json (or folder) "
+                    "with the same config and seed; snapshots.json says whether the steps "
+                    "trained again are that run's own")
     tr.add_argument("--checkpoint-every", type=int, default=10, help="steps (0: never)")
     tr.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="override a config value (JSON literal), e.g. --set max_steps=5")

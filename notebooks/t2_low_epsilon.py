@@ -91,11 +91,27 @@ display(Markdown(
 # B` evaluates it. One paper-scale run thus fills a row of `tab:lowdp`. (DP-GAN calibrates its
 # noise to the budget, so its cells need one run per budget.) Cells evaluated for fewer than
 # 600 classifier epochs are not the paper's protocol length: compare them with care.
+#
+# A run folder does not survive a change of machine here. When a committed run's snapshots
+# were lost before their evaluation, the queue trains the same config and seed again only up
+# to the last snapshot (`datalens train ... --until-last-snapshot --prefix-of RUN`) and
+# compares every step trained again with the committed record; the column `rerun` says
+# whether they were identical (empty: the run took the snapshot itself).
 
 # %%
 snaps = book.snapshot_table()
 if len(snaps):
     display(snaps.round(4))
+    reruns = snaps[snaps["rerun"].notna()]
+    if len(reruns):
+        same = reruns["rerun"].eq("identical")
+        display(Markdown(
+            f"{len(reruns)} of these snapshots come from a run trained again up to its last "
+            f"snapshot: in {int(same.sum())} of them every step trained again equals the "
+            "committed run's record (losses, answered or agreed dimensions and spent ε), so "
+            "they are that run's own snapshots"
+            + ("." if same.all() else "; the others are snapshots of a run with the same "
+               "config and seed whose steps differ from the committed run's (where: `rerun`).")))
 else:
     display(Markdown("No committed ε = 1 run with evaluated budget snapshots yet: the queued "
                      "jobs (`scripts/cpu_queue.sh`, `scripts/gpu_queue.sh`) train with "

@@ -116,6 +116,11 @@ JOBS=(
   # (configs/gpate/*.json say what the cpu profiles change; 2026-11-29: moved up from after the
   # DP-SGD jobs, so that issue 10's cells come before issue 12's)
   "gpate mnist-eps1 cpu 30 +snap"
+  # issue 12, tab:lowdp (T2): the Fashion-MNIST eps = 0.4 ... 0.8 snapshots of the committed
+  # paper-cpu-fast run, lost with a machine's runs/ on 2026-11-27 before their evaluation:
+  # trained again up to its last snapshot (55 of its 86 steps) and checked step by step
+  # against its run.json (2026-12-02; its committed eps = 0.2 evaluation is kept)
+  "datalens fashion-mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12 +snap"
   "gpate fashion-mnist-eps1 cpu 30 +snap"
   # issue 10, tab:lowdp (T2): DP-GAN calibrates its noise to the budget, so each budget below
   # eps = 1 is a run of its own. 2026-12-02: in the large-batch setting, not the small-batch
@@ -519,7 +524,23 @@ run_job() {
   done
   if ((committed)); then echo "[queue] $method/$cfg/$folder: already committed, skipped"; return; fi
   ((${#budgets[@]})) && sets+=(--snapshot-budgets "${budgets[@]}")
-  if ! grep -qs '"status": "complete"' "$out/run.json"; then
+  # a committed run whose snapshot evaluations are missing and whose folder is gone (runs/
+  # does not survive a change of machine): its snapshots are recovered by training the same
+  # config and seed again only up to the last one, checked step by step against the committed
+  # run.json (train --until-last-snapshot --prefix-of; snapshots.json, then copied beside it)
+  local recover=0
+  if ((${#budgets[@]})) && [[ -f $dest/run.json && -f $dest/eval-${epochs}ep.json \
+      && -f $dest/samples-10k.npz ]] && grep -qs '"published_samples"' "$dest/run.json" \
+      && ! grep -qs '"status": "complete"' "$out/run.json"; then
+    recover=1
+    if [[ ! -f $out/snapshots.json ]]; then
+      echo "[queue] $method/$cfg/$folder: committed, its snapshots lost with its folder:" \
+        "training it again up to its last snapshot"
+      "$DL" train --method "$method" --config "$cfg" --profile "$profile" --out "$out" \
+        --resume --checkpoint-every 10 "${sets[@]}" --until-last-snapshot \
+        --prefix-of "$dest/run.json"
+    fi
+  elif ! grep -qs '"status": "complete"' "$out/run.json"; then
     echo "[queue] $method/$cfg/$folder: training"
     local every=10  # generator steps; a DC-GAN step is a whole epoch (~6 min here)
     [[ $method == dcgan ]] && every=1
@@ -531,9 +552,12 @@ run_job() {
   fi
   # the run's samples ("-") and its budget snapshots not yet evaluated (evaluate_lanes)
   local evals=()
-  [[ -f $out/eval-${epochs}ep.json ]] || evals+=(-)
+  ((recover)) || [[ -f $out/eval-${epochs}ep.json ]] || evals+=(-)
   for b in "${budgets[@]}"; do
-    [[ -f $out/snapshot-eps$b-eval-${epochs}ep.json ]] || evals+=("$b")
+    [[ -f $out/snapshot-eps$b-eval-${epochs}ep.json ]] && continue
+    # (recovering: a snapshot evaluated before the run's folder was lost keeps its record)
+    ((recover)) && [[ -f $dest/snapshot-eps$b-eval-${epochs}ep.json ]] && continue
+    evals+=("$b")
   done
   # the group of evaluations that holds the run's own samples first, and its records copied
   # before the other groups run (a kill during the snapshot evaluations keeps them)
@@ -550,8 +574,12 @@ run_job() {
     echo "[queue] $method/$cfg/$folder: run records and published subset copied to $dest"
   fi
   ((n <= first)) || evaluate_lanes "$out" "$epochs" "${evals[@]:first}"
+  ((recover)) && commit_copy "$dest" "$out/snapshots.json"
   for b in "${budgets[@]}"; do
-    commit_copy "$dest" "$out/snapshot-eps$b-eval-${epochs}ep.json"
+    if ((recover)); then  # only what was evaluated here, never over a committed record
+      [[ -f $out/snapshot-eps$b-eval-${epochs}ep.json ]] \
+        && copy_new "$dest" "$out/snapshot-eps$b-eval-${epochs}ep.json"
+    else commit_copy "$dest" "$out/snapshot-eps$b-eval-${epochs}ep.json"; fi
   done
   # A finished run's training checkpoint (an MNIST eps = 1 ensemble: 17.9 GB) is only needed
   # to resume training; samples.npz and the generator snapshots stay. Two of them filled the

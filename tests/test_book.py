@@ -450,6 +450,16 @@ def test_snapshot_table_reads_exact_evaluated_snapshots(tmp_path):
     # the paper's setting on the GPU family, a 30-epoch evaluation: compared
     assert (r["family"], bool(r["variant"])) == ("gpu", False)
     assert r["difference"] == pytest.approx(0.3 - 0.223)
+    assert r["rerun"] is None  # taken by the run itself
+    # the 0.4 snapshot recovered by a run trained again (its evaluation names the check)
+    for identical, want in ((True, "identical"), (False, "differs from step 13")):
+        (run / "snapshot-eps0.4-eval-30ep.json").write_text(json.dumps(
+            {"paper": 0.4, "clean": 0.35, "epochs": 30, "snapshot": {
+                "budget": 0.4, "step": 30, "record": "snapshots.json", "prefix_of": {
+                    "identical": identical, "first_difference":
+                        None if identical else {"row": 12, "field": "d_loss"}}}}))
+        t = book.snapshot_table(tmp_path)
+        assert t.set_index("epsilon").loc[0.4, "rerun"] == want
 
 
 def test_gap_analysis_and_seed_spread_from_records(tmp_path):

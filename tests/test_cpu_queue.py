@@ -21,7 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 FAKE_DL = FAKE_DL_HEAD + r"""echo "start $(date +%s.%N) ${OMP_NUM_THREADS:-all} $cmd $*" >> "$LOG"
 case $cmd in
   train) out=$(arg --out "$@"); mkdir -p "$out"; sleep 0.3
-         echo '{"status": "complete"}' > "$out/run.json" ;;
+         if [[ " $* " == *" --until-last-snapshot "* ]]; then
+           echo '{"status": "snapshots"}' > "$out/snapshots.json"
+         else echo '{"status": "complete"}' > "$out/run.json"; fi ;;
   evaluate) snap=$(arg --snapshot "$@"); name=$(arg --name "$@")
             sleep 1  # (long enough for lanes to overlap)
             if [[ -n $snap ]]; then echo '{}' > "$1/snapshot-eps$snap-eval-1ep.json"
@@ -273,6 +275,46 @@ def test_a_snapshot_job_evaluates_its_own_samples_alone_then_the_snapshots_in_la
     assert sorted(r[3].split("--snapshot ")[1].split()[0] for r in starts) == ["0.6", "0.8"]
     assert {r[2] for r in starts} == {"1"}
     assert (dest / "snapshot-eps0.8-eval-1ep.json").exists()
+
+
+def test_a_committed_run_whose_snapshots_were_lost_is_trained_again_up_to_its_last(
+        queue_dir: Path):
+    """+snap on a committed run (records, evaluation, published subset) without its snapshot
+    evaluations and without its folder: the queue trains it again only up to its last
+    snapshot, checked against the committed run.json, evaluates the snapshots not evaluated
+    before (not the run's own samples again, nor a snapshot whose record is committed),
+    copies them and snapshots.json beside the committed records and leaves those as they
+    were; run again, the job is skipped."""
+    dest = queue_dir / "data/results/gpate/mnist-eps1/cpu"
+    dest.mkdir(parents=True)
+    committed = '{"status": "complete", "published_samples": {}, "mark": 1}'
+    (dest / "run.json").write_text(committed)
+    (dest / "eval-1ep.json").write_text("{}")
+    (dest / "samples-10k.npz").write_text("x")
+    (dest / "snapshot-eps0.2-eval-1ep.json").write_text('{"kept": 1}')  # evaluated before
+    env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
+           "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "gpate mnist-eps1 cpu 1 +snap"}
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
+    starts = [r[3] for r in _log(queue_dir) if r[0] == "start"]
+    trains = [r for r in starts if r.startswith("train")]
+    assert len(trains) == 1 and "--until-last-snapshot" in trains[0], starts
+    assert f"--prefix-of {dest.relative_to(queue_dir)}/run.json" in trains[0]
+    assert "--profile cpu" in trains[0] and "--snapshot-budgets 0.2 0.4 0.6 0.8" in trains[0]
+    evals = [r for r in starts if r.startswith("evaluate")]
+    assert sorted(r.split("--snapshot ")[1].split()[0] for r in evals) == [
+        "0.4", "0.6", "0.8"], evals
+    assert json.loads((dest / "snapshot-eps0.2-eval-1ep.json").read_text()) == {"kept": 1}
+    assert not [r for r in starts if r.startswith("publish-samples")]
+    assert (dest / "run.json").read_text() == committed
+    assert json.loads((dest / "snapshots.json").read_text())["status"] == "snapshots"
+    for b in ("0.2", "0.4", "0.6", "0.8"):
+        assert (dest / f"snapshot-eps{b}-eval-1ep.json").exists()
+    (queue_dir / "dl.log").unlink()
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert "already committed, skipped" in res.stdout and not (queue_dir / "dl.log").exists()
 
 
 def test_a_failed_snapshot_evaluation_fails_the_job(queue_dir: Path):

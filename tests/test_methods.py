@@ -13,7 +13,7 @@ from conftest import real_dataset_dir
 from datalens_lib import cli
 from datalens_lib.config import available_configs, load_config
 from datalens_lib.methods import METHODS, method_class
-from datalens_lib.methods.harness import Run
+from datalens_lib.methods.harness import Run, prefix_check
 
 
 @pytest.fixture(scope="module")
@@ -401,6 +401,70 @@ def test_budget_snapshots_are_the_runs_with_those_budgets(tmp_path, mnist_dir, c
         Run(_method("dcgan", mnist_dir), tmp_path / "d", snapshot_budgets=(0.5,))
 
 
+def test_a_run_stopped_at_its_last_snapshot_recovers_a_finished_runs_snapshots(
+        tmp_path, mnist_dir, capsys, monkeypatch):
+    """The snapshots of a finished run whose folder was lost, trained again only as far as
+    they need (until_last_snapshot): the same snapshot step and samples, snapshots.json
+    instead of run.json, and a prefix check against the finished run's record that passes for
+    the same run and names the first difference for another; the evaluation CLI reads the
+    snapshot from snapshots.json and records where it came from."""
+    over = {"max_steps": None, "n_samples": 60}
+    m = _method("datalens", mnist_dir, **over)
+    budget = (m.acc.epsilon_if(m.batch) + m.acc.epsilon_if(2 * m.batch)) / 2  # one step
+    full = Run(m, tmp_path / "full", checkpoint_every=0, progress=False,
+               snapshot_budgets=(budget,)).run()
+    assert full["steps"] == 3
+    again = Run(_method("datalens", mnist_dir, **over), tmp_path / "again",
+                checkpoint_every=0, progress=False, snapshot_budgets=(budget,),
+                until_last_snapshot=True, prefix_of=full).run()
+    assert again["status"] == "snapshots" and again["steps"] == 1
+    assert not (tmp_path / "again" / "run.json").exists()
+    assert not (tmp_path / "again" / "samples.npz").exists()
+    on_disk = json.loads((tmp_path / "again" / "snapshots.json").read_text())
+    assert on_disk["snapshots"][0]["step"] == full["snapshots"][0]["step"] == 1
+    check = on_disk["prefix_of"]
+    assert check["identical"] and check["rows_compared"] == 1, check
+    a = np.load(tmp_path / "full" / full["snapshots"][0]["samples"])
+    b = np.load(tmp_path / "again" / on_disk["snapshots"][0]["samples"])
+    assert np.array_equal(a["x"], b["x"]) and np.array_equal(a["y"], b["y"])
+    # another run's history: the first difference is named, not "identical"
+    other = json.loads(json.dumps(full))
+    other["history"][0]["d_loss"] += 1e-9
+    bad = prefix_check(again["history"], other)
+    assert not bad["identical"] and bad["first_difference"]["field"] == "d_loss"
+    assert bad["max_abs_difference"]["d_loss"] == pytest.approx(1e-9, rel=1e-3)
+    # fewer rows trained than the last snapshot's step: not a whole check
+    assert not prefix_check(again["history"], full, steps=2)["identical"]
+    # a reference of another seed or config, or without until_last_snapshot: refused
+    for key, value, word in (("seed", 4, "seed"), ("config", {**full["config"], "k": 7},
+                                                   "config differs in")):
+        with pytest.raises(ValueError, match=word):
+            Run(_method("datalens", mnist_dir, **over), tmp_path / "x", progress=False,
+                snapshot_budgets=(budget,), until_last_snapshot=True,
+                prefix_of={**full, key: value})
+    with pytest.raises(ValueError, match="pass until_last_snapshot"):
+        Run(_method("datalens", mnist_dir, **over), tmp_path / "x", progress=False,
+            snapshot_budgets=(budget,), prefix_of=full)
+    with pytest.raises(ValueError, match="needs snapshot budgets"):
+        Run(_method("datalens", mnist_dir, **over), tmp_path / "x", progress=False,
+            until_last_snapshot=True)
+    with pytest.raises(FileExistsError, match="snapshots.json"):
+        Run(_method("datalens", mnist_dir, **over), tmp_path / "again", progress=False,
+            snapshot_budgets=(budget,), until_last_snapshot=True).run()
+    monkeypatch.setenv("DATALENS_DATA_DIR", str(mnist_dir.parent))
+    assert cli.main(["evaluate", str(tmp_path / "again"), "--epochs", "1"]) == 2
+    assert "pass --snapshot" in capsys.readouterr().err
+    assert cli.main(["evaluate", str(tmp_path / "again"), "--epochs", "1", "--device", "cpu",
+                     "--snapshot", str(budget)]) == 0
+    ev = json.loads((tmp_path / "again" / f"snapshot-eps{budget:g}-eval-1ep.json").read_text())
+    assert ev["snapshot"]["record"] == "snapshots.json"
+    assert ev["snapshot"]["prefix_of"]["identical"] and ev["snapshot"]["step"] == 1
+    # the CLI refuses --prefix-of alone before building anything
+    assert cli.main(["train", "--config", "mnist-eps1", "--profile", "smoke", "--out",
+                     str(tmp_path / "y"), "--prefix-of", str(tmp_path / "full")]) == 2
+    assert "--prefix-of needs --until-last-snapshot" in capsys.readouterr().err
+
+
 def test_gpate_step_wires_its_settings_into_the_aggregator_and_ledgers(mnist_dir, monkeypatch):
     """With distinct sigma_thresh and sigma_vote and the teachers in several chunks (a review
     found that swapping the two sigmas in the aggregator call, the accountant or the
@@ -678,9 +742,11 @@ def test_dpgan_step_is_exactly_one_dp_sgd_step_and_the_fake_half(mnist_dir, conf
         assert physical is None or k > 2 * physical  # (the premise: several physical batches)
         # tight: a layer's norm left out of the clip (even a GroupNorm's) moves the step by
         # more than 4e-6 here; the ghost path agrees with the replay to ~1e-7, the
-        # per-example one (clip_fake) to ~1e-10, where fakes normalised with their own batch's
-        # statistics instead of the reference batch's move it by ~8e-7
-        tol = dict(atol=1e-8, rtol=1e-6) if m.cfg.clip_fake else dict(atol=1e-6, rtol=1e-5)
+        # per-example one (clip_fake) to ~1e-10 (up to 3e-8 in one of 22,050 coordinates at
+        # C = 1e3 on an AMD EPYC host, 2026-12-02: float32 summation order), where fakes
+        # normalised with their own batch's statistics instead of the reference batch's move
+        # it by ~8e-7
+        tol = dict(atol=1e-7, rtol=1e-6) if m.cfg.clip_fake else dict(atol=1e-6, rtol=1e-5)
         for a, e in zip(got[-1], want, strict=True):
             torch.testing.assert_close(a, e, **tol)
         if m.ghost:

@@ -18,6 +18,12 @@ Files in the output folder:
   within b. For a method whose settings do not depend on the budget (``exact_snapshots``:
   DataLens, G-PATE) that generator *is* the run with budget b -- the same steps, RNG streams
   and stopping rule -- so one ε = 1 run yields the ε = 0.2 ... 0.8 cells of ``tab:lowdp``.
+- ``snapshots.json`` instead of ``samples.npz`` and ``run.json`` when the run stops at its
+  last snapshot (``until_last_snapshot``): the snapshots of a finished run whose folder was
+  lost (a run folder does not survive a change of machine here), recovered by training the
+  same config and seed again only as far as they need. With ``prefix_of`` (the finished run's
+  ``run.json``) it also records whether the steps trained again are the finished run's own
+  (:func:`prefix_check`): only then are its snapshots that run's.
 """
 
 from __future__ import annotations
@@ -38,6 +44,66 @@ from ..privacy.accountant import DATA_DEPENDENT, delta_note
 from ..provenance import atomic_save, atomic_write_json, git_sha, peak_rss_gib, provenance
 
 SAMPLE_SEED_OFFSET = 4  # the sampling generator is seeded with seed + 4 (DataLens's streams)
+SNAPSHOTS_RECORD = "snapshots.json"  # a run stopped at its last snapshot (until_last_snapshot)
+
+
+def check_prefix_reference(reference: dict[str, Any], method: str, config: Any, seed: int,
+                           profile: str) -> None:
+    """Refuse (``ValueError``) a finished run's record that is not the run this one trains
+    again: another method, config, seed or profile, or no per-step history to compare.
+    ``config``: the method's config object (its ``from_dict`` gives fields added since the
+    reference was written their defaults, as for snapshots)."""
+    if reference.get("status") != "complete":
+        raise ValueError("the reference is not a finished run's run.json (status "
+                         f"{reference.get('status')!r})")
+    theirs = {"method": reference.get("method"), "seed": reference.get("seed"),
+              "profile": reference.get("profile")}
+    ours = {"method": method, "seed": seed, "profile": profile}
+    for key in theirs:
+        if theirs[key] != ours[key]:
+            raise ValueError(f"the reference run has {key} {theirs[key]!r}, this one "
+                             f"{ours[key]!r}: it would not be the same run")
+    if type(config).from_dict(reference["config"]) != config:
+        ref = type(config).from_dict(reference["config"]).to_dict()
+        diff = sorted(k for k, v in config.to_dict().items() if ref.get(k) != v)
+        raise ValueError(f"the reference run's config differs in {diff}: it would not be the "
+                         "same run")
+    if not reference.get("history"):
+        raise ValueError("the reference run.json has no per-step history to compare with")
+
+
+def prefix_check(history: list[dict[str, Any]], reference: dict[str, Any],
+                 steps: int | None = None) -> dict[str, Any]:
+    """Whether ``history`` (rows of a run trained again) is the first rows of a finished run's
+    ``reference["history"]``: every numeric field but wall-clock times (names holding
+    ``second``) compared exactly, as JSON stores them. Losses and data-dependent counts
+    (answered or agreed dimensions) make this a check of the whole computation, not only of
+    the privacy ledger. ``identical`` is False when any value differs, or when fewer than
+    ``steps`` rows (default: all of ``history``) could be compared."""
+    ref = reference["history"]
+    n = min(len(history), len(ref))
+    worst: dict[str, float] = {}
+    first_diff = None
+    for i, (a, b) in enumerate(zip(history[:n], ref[:n], strict=True)):
+        for key in sorted(set(a) | set(b)):
+            if "second" in key:
+                continue
+            va, vb = a.get(key), b.get(key)
+            numbers = all(isinstance(v, int | float) and not isinstance(v, bool)
+                          for v in (va, vb))
+            gap = abs(float(va) - float(vb)) if numbers else 0.0
+            if (gap != 0.0 or math.isnan(gap)) if numbers else va != vb:
+                if first_diff is None:
+                    first_diff = {"row": i, "field": key, "ours": va, "reference": vb}
+            if numbers and not math.isnan(gap):
+                worst[key] = max(worst.get(key, 0.0), gap)
+    return {"rows_compared": n, "rows_trained": len(history), "reference_rows": len(ref),
+            "steps_needed": len(history) if steps is None else steps,
+            "identical": (first_diff is None and n == len(history) and n > 0
+                          and n >= (len(history) if steps is None else steps)),
+            "first_difference": first_diff, "max_abs_difference": worst,
+            "reference_git_sha": reference.get("git_sha"),
+            "reference_hardware": (reference.get("hardware") or {}).get("cpu")}
 
 
 class Method(Protocol):
@@ -132,7 +198,9 @@ class Run:
     """One method's run into one output folder (see module doc)."""
 
     def __init__(self, method: Method, out_dir: str | Path, *, checkpoint_every: int = 10,
-                 progress: bool = True, snapshot_budgets: tuple[float, ...] = ()):
+                 progress: bool = True, snapshot_budgets: tuple[float, ...] = (),
+                 until_last_snapshot: bool = False,
+                 prefix_of: dict[str, Any] | None = None):
         self.method, self.out = method, Path(out_dir)
         nonneg_int("checkpoint_every", checkpoint_every)
         budgets = tuple(sorted(float(b) for b in snapshot_budgets))
@@ -143,6 +211,15 @@ class Run:
                 raise ValueError(f"snapshot budgets must lie in (0, {method.cfg.epsilon}), "
                                  f"got {list(budgets)}")
         self.snapshot_budgets = budgets
+        if until_last_snapshot and not budgets:
+            raise ValueError("until_last_snapshot needs snapshot budgets to stop at")
+        if prefix_of is not None:
+            if not until_last_snapshot:
+                raise ValueError("prefix_of compares a run trained again up to its last "
+                                 "snapshot: pass until_last_snapshot too")
+            check_prefix_reference(prefix_of, method.name, method.cfg, method.seed,
+                                   method.profile)
+        self.until_last_snapshot, self.prefix_of = bool(until_last_snapshot), prefix_of
         self._no_snapshot: set[float] = set()  # budgets found to have no run (see _snapshot)
         self.checkpoint_every = int(checkpoint_every)
         self.progress = progress
@@ -169,13 +246,16 @@ class Run:
 
     def run(self, resume: bool = False, stop_after: int | None = None) -> dict[str, Any]:
         """Step until ``method.can_step()`` is False, then write ``samples.npz`` and
-        ``run.json``. ``stop_after`` ends this call after that many new steps (an
-        interruption: the checkpoint is kept) and returns a partial record."""
+        ``run.json`` (``until_last_snapshot``: until every snapshot is taken, then write the
+        snapshots' samples and ``snapshots.json``). ``stop_after`` ends this call after that
+        many new steps (an interruption: the checkpoint is kept) and returns a partial
+        record."""
         m = self.method
         self.out.mkdir(parents=True, exist_ok=True)
-        if (self.out / "run.json").exists() and not resume:
-            raise FileExistsError(f"{self.out} already holds a finished run; pass resume=True "
-                                  "to reuse it or choose another output folder")
+        for name in ("run.json", SNAPSHOTS_RECORD):
+            if (self.out / name).exists() and not resume:
+                raise FileExistsError(f"{self.out} already holds {name}; pass resume=True "
+                                      "to reuse it or choose another output folder")
         resumed = resume and self.load_checkpoint()
         if not resumed:  # a fresh start: snapshots of an earlier, unfinished run are not ours
             shutil.rmtree(self.out / "snapshots", ignore_errors=True)
@@ -188,6 +268,8 @@ class Run:
         try:
             self._snapshot()
             while m.can_step():
+                if self.until_last_snapshot and not self._pending_snapshots():
+                    break
                 row = m.step()
                 self._snapshot()
                 done_here += 1
@@ -204,6 +286,8 @@ class Run:
             bar.close()
         if self.checkpoint_every:
             self.save_checkpoint()
+        if self.until_last_snapshot:
+            return self._write_snapshots_record(resumed, time.perf_counter() - t_start)
         t_sample = time.perf_counter()
         x, y = m.sample(m.cfg.n_samples,
                         torch.Generator().manual_seed(m.seed + SAMPLE_SEED_OFFSET))
@@ -229,10 +313,7 @@ class Run:
     def _snapshot(self) -> None:
         """Save the generator for every budget the next step would exceed (once each)."""
         m = self.method
-        if not self.snapshot_budgets:
-            return
-        pending = [b for b in self.snapshot_budgets
-                   if b not in self._no_snapshot and not self._snapshot_path(b).exists()]
+        pending = self._pending_snapshots()
         if not pending:
             return
         nxt = m.epsilon_after_next_step() if m.can_step() else float("inf")
@@ -253,6 +334,27 @@ class Run:
             path = self._snapshot_path(b)
             path.parent.mkdir(exist_ok=True)
             atomic_save(path, lambda tmp, st=state: torch.save(st, tmp))
+
+    def _pending_snapshots(self) -> list[float]:
+        """The budgets whose snapshot is neither taken nor known to have no run."""
+        return [b for b in self.snapshot_budgets
+                if b not in self._no_snapshot and not self._snapshot_path(b).exists()]
+
+    def _write_snapshots_record(self, resumed: bool, wall: float) -> dict[str, Any]:
+        """``snapshots.json`` of a run stopped at its last snapshot: the run's record as far
+        as it trained (ε under each ledger at that point, history up to the last snapshot's
+        step), its snapshots and their samples, and ``prefix_check`` against ``prefix_of``."""
+        t_sample = time.perf_counter()
+        snapshots = self._sample_snapshots()
+        rec = self.record(time.perf_counter() - t_sample, resumed, wall)
+        rows = max((s["step"] for s in snapshots if "step" in s), default=0)
+        rec["history"] = [r for r in rec["history"] if r.get("step", 0) <= rows]
+        del rec["samples"]  # no samples of the run itself: it stopped before its budget
+        rec.update(status="snapshots", snapshots=snapshots, until_last_snapshot=True)
+        if self.prefix_of is not None:
+            rec["prefix_of"] = prefix_check(rec["history"], self.prefix_of, steps=rows)
+        atomic_write_json(self.out / SNAPSHOTS_RECORD, rec)
+        return rec
 
     def _sample_snapshots(self) -> list[dict[str, Any]]:
         """Samples of every snapshot's generator (same sampling seed as the final samples)."""
