@@ -624,7 +624,9 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
     snapshot (``train --until-last-snapshot``, its ``snapshots.json``), "identical" when every
     step trained again equals the committed run's record (:func:`methods.harness.prefix_check`),
     else where they first differ (the snapshot is then that of a run with the same config and
-    seed, not bit for bit the committed run's)."""
+    seed, not bit for bit the committed run's: :func:`methods.harness.prefix_summary`)."""
+    from .methods.harness import prefix_summary
+
     rows = []
     paper = paper_table("tab_lowdp.csv")
     names = {v: k for k, v in PAPER_METHODS.items()}
@@ -642,8 +644,7 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
                 ev = json.loads(evs[-1].read_text())
                 check = ev.get("snapshot", {}).get("prefix_of")
                 rerun = None if check is None else "identical" if check["identical"] else (
-                    "differs from step {}".format(
-                        (check.get("first_difference") or {}).get("row", -1) + 1))
+                    prefix_summary(check))
                 sel = paper[(paper["method"] == names[method])
                             & (paper["dataset"] == s["dataset"])
                             & (pd.to_numeric(paper["epsilon"]) == snap["budget"])]

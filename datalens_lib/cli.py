@@ -113,7 +113,7 @@ def _cmd_privacy(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     from .config import load_config
     from .methods import method_class
-    from .methods.harness import SNAPSHOTS_RECORD, Run, check_prefix_reference
+    from .methods.harness import SNAPSHOTS_RECORD, Run, check_prefix_reference, prefix_summary
 
     try:
         overrides = _parse_sets(args.set)
@@ -137,7 +137,9 @@ def _cmd_train(args: argparse.Namespace) -> int:
         rec = Run(method, args.out, checkpoint_every=args.checkpoint_every,
                   snapshot_budgets=tuple(args.snapshot_budgets or ()),
                   until_last_snapshot=args.until_last_snapshot,
-                  prefix_of=reference).run(resume=args.resume)
+                  prefix_of=reference,
+                  prefix_of_path=None if reference is None else str(ref)).run(
+                      resume=args.resume)
     except (ValueError, FileExistsError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -148,7 +150,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         same = "" if check is None else (
             f"; the {check['rows_compared']} steps trained again are the reference run's own"
             if check["identical"] else
-            f"; NOT the reference run's steps (first difference: {check['first_difference']})")
+            f"; WARNING: not shown to be the reference run's steps: {prefix_summary(check)}")
         print(f"done: {rec['method']}, stopped at its last snapshot after {rec['steps']} "
               f"steps; snapshots {taken}{same}; results in {args.out}/{SNAPSHOTS_RECORD}")
         return 0

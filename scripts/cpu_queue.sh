@@ -540,6 +540,9 @@ run_job() {
         --resume --checkpoint-every 10 "${sets[@]}" --until-last-snapshot \
         --prefix-of "$dest/run.json"
     fi
+    grep -qs '"identical": true' "$out/snapshots.json" || echo "[queue] WARNING:" \
+      "$method/$cfg/$folder: the steps trained again are not shown to be the committed" \
+      "run's (snapshots.json prefix_of); its snapshot evaluations say so (T2: rerun)"
   elif ! grep -qs '"status": "complete"' "$out/run.json"; then
     echo "[queue] $method/$cfg/$folder: training"
     local every=10  # generator steps; a DC-GAN step is a whole epoch (~6 min here)
@@ -574,7 +577,7 @@ run_job() {
     echo "[queue] $method/$cfg/$folder: run records and published subset copied to $dest"
   fi
   ((n <= first)) || evaluate_lanes "$out" "$epochs" "${evals[@]:first}"
-  ((recover)) && commit_copy "$dest" "$out/snapshots.json"
+  ((recover)) && copy_new "$dest" "$out/snapshots.json"  # (a committed one stays)
   for b in "${budgets[@]}"; do
     if ((recover)); then  # only what was evaluated here, never over a committed record
       [[ -f $out/snapshot-eps$b-eval-${epochs}ep.json ]] \

@@ -452,12 +452,15 @@ def test_snapshot_table_reads_exact_evaluated_snapshots(tmp_path):
     assert r["difference"] == pytest.approx(0.3 - 0.223)
     assert r["rerun"] is None  # taken by the run itself
     # the 0.4 snapshot recovered by a run trained again (its evaluation names the check)
-    for identical, want in ((True, "identical"), (False, "differs from step 13")):
+    for identical, first, want in (
+            (True, None, "identical"),
+            (False, {"row": 12, "field": "d_loss"}, "differs from step 13 (d_loss)"),
+            (False, None, "only 20 of 30 steps compared")):
         (run / "snapshot-eps0.4-eval-30ep.json").write_text(json.dumps(
             {"paper": 0.4, "clean": 0.35, "epochs": 30, "snapshot": {
                 "budget": 0.4, "step": 30, "record": "snapshots.json", "prefix_of": {
-                    "identical": identical, "first_difference":
-                        None if identical else {"row": 12, "field": "d_loss"}}}}))
+                    "identical": identical, "first_difference": first, "rows_compared": 20,
+                    "rows_needed": 30, "snapshot_differences": []}}}))
         t = book.snapshot_table(tmp_path)
         assert t.set_index("epsilon").loc[0.4, "rerun"] == want
 

@@ -292,6 +292,9 @@ def test_a_committed_run_whose_snapshots_were_lost_is_trained_again_up_to_its_la
     (dest / "eval-1ep.json").write_text("{}")
     (dest / "samples-10k.npz").write_text("x")
     (dest / "snapshot-eps0.2-eval-1ep.json").write_text('{"kept": 1}')  # evaluated before
+    (queue_dir / "runs/queue/gpate/mnist-eps1/cpu").mkdir(parents=True)  # (and copied:
+    (queue_dir / "runs/queue/gpate/mnist-eps1/cpu/snapshot-eps0.2-eval-1ep.json").write_text(
+        '{"here": 1}')  # a committed record is never overwritten by the run folder's)
     env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
            "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "gpate mnist-eps1 cpu 1 +snap"}
     res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
@@ -309,6 +312,7 @@ def test_a_committed_run_whose_snapshots_were_lost_is_trained_again_up_to_its_la
     assert not [r for r in starts if r.startswith("publish-samples")]
     assert (dest / "run.json").read_text() == committed
     assert json.loads((dest / "snapshots.json").read_text())["status"] == "snapshots"
+    assert "WARNING" in res.stdout  # the fake's snapshots.json has no identical prefix check
     for b in ("0.2", "0.4", "0.6", "0.8"):
         assert (dest / f"snapshot-eps{b}-eval-1ep.json").exists()
     (queue_dir / "dl.log").unlink()

@@ -13,7 +13,7 @@ from conftest import real_dataset_dir
 from datalens_lib import cli
 from datalens_lib.config import available_configs, load_config
 from datalens_lib.methods import METHODS, method_class
-from datalens_lib.methods.harness import Run, prefix_check
+from datalens_lib.methods.harness import Run, prefix_check, prefix_summary
 
 
 @pytest.fixture(scope="module")
@@ -433,8 +433,24 @@ def test_a_run_stopped_at_its_last_snapshot_recovers_a_finished_runs_snapshots(
     bad = prefix_check(again["history"], other)
     assert not bad["identical"] and bad["first_difference"]["field"] == "d_loss"
     assert bad["max_abs_difference"]["d_loss"] == pytest.approx(1e-9, rel=1e-3)
-    # fewer rows trained than the last snapshot's step: not a whole check
-    assert not prefix_check(again["history"], full, steps=2)["identical"]
+    assert on_disk["snapshots"][0]["history_rows"] == 1 and on_disk["last_snapshot_rows"] == 1
+    assert check["reference"] is None and check["snapshot_differences"] == []
+    # fewer rows trained than the last snapshot's row count: not a whole check, and said so
+    short = prefix_check(again["history"], full, rows=2)
+    assert not short["identical"] and prefix_summary(short) == "only 1 of 2 steps compared"
+    assert not prefix_check([], full)["identical"]  # nothing compared is no evidence
+    # a snapshot taken at another step than the reference's: not identical either
+    moved = json.loads(json.dumps(full))
+    moved["snapshots"][0]["step"] = 2
+    diff = prefix_check(again["history"], moved, snapshots=again["snapshots"])
+    assert not diff["identical"] and "not 2" in prefix_summary(diff)
+    assert prefix_check(again["history"], full, snapshots=again["snapshots"])["identical"]
+    # values as JSON stores them: equal infinities are equal, an in-memory NaN is null
+    inf_rows = [{**again["history"][0], "extra": float("inf"), "nan": float("nan")}]
+    ref_inf = {**full, "history": [{**full["history"][0], "extra": float("inf"), "nan": None}]}
+    assert prefix_check(inf_rows, ref_inf)["identical"]
+    assert not prefix_check(inf_rows, {**ref_inf, "history": [
+        {**ref_inf["history"][0], "extra": 1.0}]})["identical"]
     # a reference of another seed or config, or without until_last_snapshot: refused
     for key, value, word in (("seed", 4, "seed"), ("config", {**full["config"], "k": 7},
                                                    "config differs in")):
@@ -451,6 +467,16 @@ def test_a_run_stopped_at_its_last_snapshot_recovers_a_finished_runs_snapshots(
     with pytest.raises(FileExistsError, match="snapshots.json"):
         Run(_method("datalens", mnist_dir, **over), tmp_path / "again", progress=False,
             snapshot_budgets=(budget,), until_last_snapshot=True).run()
+    # resumed from a checkpoint already past a budget whose snapshot is not on disk: refused,
+    # no snapshots.json that the queue would take as done
+    late = Run(_method("datalens", mnist_dir, **over), tmp_path / "late", checkpoint_every=1,
+               progress=False)
+    late.run(stop_after=2)
+    with pytest.raises(ValueError, match="past the budgets"):
+        Run(_method("datalens", mnist_dir, **over), tmp_path / "late", checkpoint_every=1,
+            progress=False, snapshot_budgets=(budget,), until_last_snapshot=True,
+            prefix_of=full).run(resume=True)
+    assert not (tmp_path / "late" / "snapshots.json").exists()
     monkeypatch.setenv("DATALENS_DATA_DIR", str(mnist_dir.parent))
     assert cli.main(["evaluate", str(tmp_path / "again"), "--epochs", "1"]) == 2
     assert "pass --snapshot" in capsys.readouterr().err

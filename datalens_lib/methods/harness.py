@@ -28,6 +28,7 @@ Files in the output folder:
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import time
@@ -41,7 +42,14 @@ from tqdm import tqdm
 from .._validate import nonneg_int
 from ..ensemble import conv_layout
 from ..privacy.accountant import DATA_DEPENDENT, delta_note
-from ..provenance import atomic_save, atomic_write_json, git_sha, peak_rss_gib, provenance
+from ..provenance import (
+    _nan_to_none,
+    atomic_save,
+    atomic_write_json,
+    git_sha,
+    peak_rss_gib,
+    provenance,
+)
 
 SAMPLE_SEED_OFFSET = 4  # the sampling generator is seeded with seed + 4 (DataLens's streams)
 SNAPSHOTS_RECORD = "snapshots.json"  # a run stopped at its last snapshot (until_last_snapshot)
@@ -73,37 +81,67 @@ def check_prefix_reference(reference: dict[str, Any], method: str, config: Any, 
 
 
 def prefix_check(history: list[dict[str, Any]], reference: dict[str, Any],
-                 steps: int | None = None) -> dict[str, Any]:
+                 rows: int | None = None,
+                 snapshots: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Whether ``history`` (rows of a run trained again) is the first rows of a finished run's
-    ``reference["history"]``: every numeric field but wall-clock times (names holding
-    ``second``) compared exactly, as JSON stores them. Losses and data-dependent counts
+    ``reference["history"]``: every field but wall-clock times (names holding ``second``)
+    compared exactly, as JSON stores them (both sides pass through the JSON writer's
+    normalisation: NaN as null; equal infinities are equal). Losses and data-dependent counts
     (answered or agreed dimensions) make this a check of the whole computation, not only of
-    the privacy ledger. ``identical`` is False when any value differs, or when fewer than
-    ``steps`` rows (default: all of ``history``) could be compared."""
-    ref = reference["history"]
-    n = min(len(history), len(ref))
+    the privacy ledger. ``snapshots`` (the run trained again's, with ``budget``, ``step`` and
+    ``epsilon``) are compared with the reference's snapshots of the same budgets, where it
+    has them. ``identical`` is False when any value differs, or when fewer than ``rows``
+    history rows (default: all of ``history``; the last snapshot's row count) were
+    compared."""
+    def norm(x: Any) -> Any:
+        return json.loads(json.dumps(_nan_to_none(x)))
+
+    ours, ref = norm(history), norm(reference["history"])
+    need = len(ours) if rows is None else rows
+    n = min(len(ours), len(ref))
     worst: dict[str, float] = {}
     first_diff = None
-    for i, (a, b) in enumerate(zip(history[:n], ref[:n], strict=True)):
+    for i, (a, b) in enumerate(zip(ours[:n], ref[:n], strict=True)):
         for key in sorted(set(a) | set(b)):
             if "second" in key:
                 continue
             va, vb = a.get(key), b.get(key)
             numbers = all(isinstance(v, int | float) and not isinstance(v, bool)
                           for v in (va, vb))
-            gap = abs(float(va) - float(vb)) if numbers else 0.0
-            if (gap != 0.0 or math.isnan(gap)) if numbers else va != vb:
-                if first_diff is None:
-                    first_diff = {"row": i, "field": key, "ours": va, "reference": vb}
-            if numbers and not math.isnan(gap):
-                worst[key] = max(worst.get(key, 0.0), gap)
-    return {"rows_compared": n, "rows_trained": len(history), "reference_rows": len(ref),
-            "steps_needed": len(history) if steps is None else steps,
-            "identical": (first_diff is None and n == len(history) and n > 0
-                          and n >= (len(history) if steps is None else steps)),
-            "first_difference": first_diff, "max_abs_difference": worst,
-            "reference_git_sha": reference.get("git_sha"),
+            if va == vb and type(va) is type(vb):
+                continue
+            if first_diff is None:
+                first_diff = {"row": i, "field": key, "ours": va, "reference": vb}
+            if numbers and math.isfinite(va) and math.isfinite(vb):
+                worst[key] = max(worst.get(key, 0.0), abs(float(va) - float(vb)))
+    snap_diff = []
+    theirs = {s["budget"]: s for s in reference.get("snapshots", []) if "step" in s}
+    for snap in norm(snapshots or []):
+        other = theirs.get(snap["budget"])
+        if other is not None and (snap.get("step"), snap.get("epsilon")) != (
+                other["step"], other.get("epsilon")):
+            snap_diff.append({"budget": snap["budget"], "step": snap.get("step"),
+                              "reference_step": other["step"]})
+    return {"rows_compared": n, "rows_trained": len(ours), "reference_rows": len(ref),
+            "rows_needed": need, "first_difference": first_diff,
+            "snapshot_differences": snap_diff,
+            "identical": (first_diff is None and not snap_diff and n == len(ours)
+                          and n >= max(need, 1)),
+            "max_abs_difference": worst, "reference_git_sha": reference.get("git_sha"),
             "reference_hardware": (reference.get("hardware") or {}).get("cpu")}
+
+
+def prefix_summary(check: dict[str, Any]) -> str:
+    """One line for a :func:`prefix_check`: identical, where it first differs, or how few
+    rows could be compared."""
+    if check["identical"]:
+        return f"identical over {check['rows_compared']} steps"
+    if (d := check.get("first_difference")) is not None:
+        return f"differs from step {d['row'] + 1} ({d['field']})"
+    if check.get("snapshot_differences"):
+        d = check["snapshot_differences"][0]
+        return f"snapshot at eps {d['budget']:g} at step {d['step']}, not {d['reference_step']}"
+    return f"only {check['rows_compared']} of {check['rows_needed']} steps compared"
 
 
 class Method(Protocol):
@@ -200,7 +238,7 @@ class Run:
     def __init__(self, method: Method, out_dir: str | Path, *, checkpoint_every: int = 10,
                  progress: bool = True, snapshot_budgets: tuple[float, ...] = (),
                  until_last_snapshot: bool = False,
-                 prefix_of: dict[str, Any] | None = None):
+                 prefix_of: dict[str, Any] | None = None, prefix_of_path: str | None = None):
         self.method, self.out = method, Path(out_dir)
         nonneg_int("checkpoint_every", checkpoint_every)
         budgets = tuple(sorted(float(b) for b in snapshot_budgets))
@@ -220,7 +258,9 @@ class Run:
             check_prefix_reference(prefix_of, method.name, method.cfg, method.seed,
                                    method.profile)
         self.until_last_snapshot, self.prefix_of = bool(until_last_snapshot), prefix_of
-        self._no_snapshot: set[float] = set()  # budgets found to have no run (see _snapshot)
+        self.prefix_of_path = prefix_of_path  # where the reference was read (provenance)
+        # budgets found to have no run (see _snapshot) -> why: "below one step" or "passed"
+        self._no_snapshot: dict[float, str] = {}
         self.checkpoint_every = int(checkpoint_every)
         self.progress = progress
         self.git_sha_at_start = git_sha()  # the code this process runs, whatever HEAD is later
@@ -326,7 +366,7 @@ class Run:
             # already passed when snapshots were asked for (a resumed run), or below one step:
             # no run with this budget to keep (recorded as missing)
             if now > b or m.steps_done == 0:
-                self._no_snapshot.add(b)
+                self._no_snapshot[b] = "passed" if now > b else "below one step"
                 continue
             state = {"budget": b, "step": m.steps_done, "epsilon": spent,
                      "generator": m.generator_state(), "history_rows": len(m.history),
@@ -344,15 +384,25 @@ class Run:
         """``snapshots.json`` of a run stopped at its last snapshot: the run's record as far
         as it trained (ε under each ledger at that point, history up to the last snapshot's
         step), its snapshots and their samples, and ``prefix_check`` against ``prefix_of``."""
+        passed = sorted(b for b, why in self._no_snapshot.items() if why == "passed")
+        if passed:  # resumed from a checkpoint already past them: they cannot be recovered
+            raise ValueError(f"{self.out} was resumed from a checkpoint past the budgets "
+                             f"{passed} without their snapshots: move its checkpoint.pt away "
+                             "and train again from step 0")
         t_sample = time.perf_counter()
         snapshots = self._sample_snapshots()
         rec = self.record(time.perf_counter() - t_sample, resumed, wall)
-        rows = max((s["step"] for s in snapshots if "step" in s), default=0)
-        rec["history"] = [r for r in rec["history"] if r.get("step", 0) <= rows]
+        # (steps, epsilon and history are those of every step trained, possibly a few past
+        # the last snapshot when resumed from a later checkpoint)
+        rows = max((s["history_rows"] for s in snapshots if s.get("history_rows") is not None),
+                   default=0)
         del rec["samples"]  # no samples of the run itself: it stopped before its budget
-        rec.update(status="snapshots", snapshots=snapshots, until_last_snapshot=True)
+        rec.update(status="snapshots", snapshots=snapshots, until_last_snapshot=True,
+                   last_snapshot_rows=rows)
         if self.prefix_of is not None:
-            rec["prefix_of"] = prefix_check(rec["history"], self.prefix_of, steps=rows)
+            rec["prefix_of"] = {**prefix_check(rec["history"], self.prefix_of, rows=rows,
+                                               snapshots=snapshots),
+                                "reference": self.prefix_of_path}
         atomic_write_json(self.out / SNAPSHOTS_RECORD, rec)
         return rec
 
@@ -388,6 +438,7 @@ class Run:
 
                     atomic_save(self.out / name, _write)
                 out.append({"budget": b, "step": st["step"], "epsilon": st["epsilon"],
+                            "history_rows": st.get("history_rows"),
                             "samples": name, "exact": bool(m.exact_snapshots)})
         finally:
             m.load_generator_state(final)
