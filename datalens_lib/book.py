@@ -21,6 +21,7 @@ from .config import TrainConfig, available_configs, load_config
 from .data import DatasetNotFoundError, get_spec, resolve_dataset_dir
 from .evaluate import evaluate_samples, schedule_sensitivity
 from .privacy import topagg_sigma_for_queries
+from .privacy.accountant import DATA_DEPENDENT
 from .provenance import REPO_ROOT, atomic_write_json, runs_root
 from .results import (
     PAPER_DIR,
@@ -624,7 +625,9 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
     snapshot (``train --until-last-snapshot``, its ``snapshots.json``), "identical" when every
     step trained again equals the committed run's record (:func:`methods.harness.prefix_check`),
     else where they first differ (the snapshot is then that of a run with the same config and
-    seed, not bit for bit the committed run's: :func:`methods.harness.prefix_summary`)."""
+    seed, not bit for bit the committed run's: :func:`methods.harness.prefix_summary`).
+    ``rerun_same_privacy``: for a recovered snapshot, whether it was taken at the committed
+    run's step with the same ε under every data-independent ledger."""
     from .methods.harness import prefix_summary
 
     rows = []
@@ -645,6 +648,14 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
                 check = ev.get("snapshot", {}).get("prefix_of")
                 rerun = None if check is None else "identical" if check["identical"] else (
                     prefix_summary(check))
+                # a recovered snapshot: the same step and the same ε under every
+                # data-independent ledger as the committed run's (its privacy side)
+                got = ev.get("snapshot", {})
+                same_privacy = None if check is None else bool(
+                    got.get("step") == snap["step"] and all(
+                        (got.get("epsilon") or {}).get(k) == v
+                        for k, v in (snap.get("epsilon") or {}).items()
+                        if k != DATA_DEPENDENT))
                 sel = paper[(paper["method"] == names[method])
                             & (paper["dataset"] == s["dataset"])
                             & (pd.to_numeric(paper["epsilon"]) == snap["budget"])]
@@ -656,7 +667,8 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
                                                                     s["moment_dtype"]}
                                                         if s.get("moment_dtype") else {}),
                              "step": ev.get("snapshot", {}).get("step", snap["step"]),
-                             "rerun": rerun, "paper": float(sel["value"].iloc[0])
+                             "rerun": rerun, "rerun_same_privacy": same_privacy,
+                             "paper": float(sel["value"].iloc[0])
                              if len(sel) else None, "ours": ev["paper"],
                              "ours_clean": ev["clean"], "eval_epochs": ev["epochs"]})
     return with_difference(pd.DataFrame(rows)) if rows else pd.DataFrame(rows)

@@ -105,13 +105,21 @@ if len(snaps):
     reruns = snaps[snaps["rerun"].notna()]
     if len(reruns):
         same = reruns["rerun"].eq("identical")
+        privacy = reruns["rerun_same_privacy"].astype(bool)
         display(Markdown(
             f"{len(reruns)} of these snapshots come from a run trained again up to its last "
             f"snapshot: in {int(same.sum())} of them every step trained again equals the "
             "committed run's record (losses, answered or agreed dimensions and spent ε), so "
             "they are that run's own snapshots"
-            + ("." if same.all() else "; the others are snapshots of a run with the same "
-               "config and seed whose steps differ from the committed run's (where: `rerun`).")))
+            + ("." if same.all() else
+               "; the others are snapshots of a run with the same config and seed whose "
+               "training drifted from the committed run's (where: `rerun`; floating-point "
+               "sums on a CPU need not be bit for bit the same from one process to the next, "
+               "and a vote that flips makes the runs part). "
+               f"{int(privacy.sum())} of the {len(reruns)} were taken at the committed run's "
+               "step with the same ε under every data-independent ledger "
+               "(`rerun_same_privacy`): each is a run with exactly that budget, not the "
+               "committed run's own generator.")))
 else:
     display(Markdown("No committed ε = 1 run with evaluated budget snapshots yet: the queued "
                      "jobs (`scripts/cpu_queue.sh`, `scripts/gpu_queue.sh`) train with "

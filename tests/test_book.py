@@ -458,11 +458,15 @@ def test_snapshot_table_reads_exact_evaluated_snapshots(tmp_path):
             (False, None, "only 20 of 30 steps compared")):
         (run / "snapshot-eps0.4-eval-30ep.json").write_text(json.dumps(
             {"paper": 0.4, "clean": 0.35, "epochs": 30, "snapshot": {
-                "budget": 0.4, "step": 30, "record": "snapshots.json", "prefix_of": {
+                "budget": 0.4, "step": 30 if identical else 31, "record": "snapshots.json",
+                "prefix_of": {
                     "identical": identical, "first_difference": first, "rows_compared": 20,
                     "rows_needed": 30, "snapshot_differences": []}}}))
-        t = book.snapshot_table(tmp_path)
-        assert t.set_index("epsilon").loc[0.4, "rerun"] == want
+        t = book.snapshot_table(tmp_path).set_index("epsilon")
+        assert t.loc[0.4, "rerun"] == want
+        # (the committed run took it at step 30: a recovery at step 31 is another privacy side)
+        assert bool(t.loc[0.4, "rerun_same_privacy"]) is identical
+        assert t.loc[0.4, "step"] == (30 if identical else 31)
 
 
 def test_gap_analysis_and_seed_spread_from_records(tmp_path):

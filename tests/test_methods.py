@@ -443,7 +443,17 @@ def test_a_run_stopped_at_its_last_snapshot_recovers_a_finished_runs_snapshots(
     moved = json.loads(json.dumps(full))
     moved["snapshots"][0]["step"] = 2
     diff = prefix_check(again["history"], moved, snapshots=again["snapshots"])
-    assert not diff["identical"] and "not 2" in prefix_summary(diff)
+    assert not diff["identical"] and not diff["snapshots_same_privacy"]
+    assert prefix_summary(diff) == f"snapshot at eps {budget:g}: step differ"
+    # only the data-dependent ledger differs (it follows the votes): the same privacy side
+    dd = json.loads(json.dumps(full))
+    dd["snapshots"][0]["epsilon"]["data_dependent"] = 0.5
+    diff = prefix_check(again["history"], dd, snapshots=again["snapshots"])
+    assert diff["snapshot_differences"][0]["fields"] == ["epsilon.data_dependent"]
+    assert not diff["identical"] and diff["snapshots_same_privacy"]
+    dd["snapshots"][0]["epsilon"]["rdp"] += 1e-12
+    assert not prefix_check(again["history"], dd,
+                            snapshots=again["snapshots"])["snapshots_same_privacy"]
     assert prefix_check(again["history"], full, snapshots=again["snapshots"])["identical"]
     # values as JSON stores them: equal infinities are equal, an in-memory NaN is null
     inf_rows = [{**again["history"][0], "extra": float("inf"), "nan": float("nan")}]

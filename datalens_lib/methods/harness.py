@@ -90,9 +90,10 @@ def prefix_check(history: list[dict[str, Any]], reference: dict[str, Any],
     (answered or agreed dimensions) make this a check of the whole computation, not only of
     the privacy ledger. ``snapshots`` (the run trained again's, with ``budget``, ``step`` and
     ``epsilon``) are compared with the reference's snapshots of the same budgets, where it
-    has them. ``identical`` is False when any value differs, or when fewer than ``rows``
-    history rows (default: all of ``history``; the last snapshot's row count) were
-    compared."""
+    has them (``snapshot_differences`` names the fields; ``snapshots_same_privacy``: the same
+    steps and the same ε under every data-independent ledger, whatever the history).
+    ``identical`` is False when any value differs, or when fewer than ``rows`` history rows
+    (default: all of ``history``; the last snapshot's row count) were compared."""
     def norm(x: Any) -> Any:
         return json.loads(json.dumps(_nan_to_none(x)))
 
@@ -118,13 +119,23 @@ def prefix_check(history: list[dict[str, Any]], reference: dict[str, Any],
     theirs = {s["budget"]: s for s in reference.get("snapshots", []) if "step" in s}
     for snap in norm(snapshots or []):
         other = theirs.get(snap["budget"])
-        if other is not None and (snap.get("step"), snap.get("epsilon")) != (
-                other["step"], other.get("epsilon")):
-            snap_diff.append({"budget": snap["budget"], "step": snap.get("step"),
-                              "reference_step": other["step"]})
+        if other is None:
+            continue
+        mine_eps, their_eps = snap.get("epsilon") or {}, other.get("epsilon") or {}
+        fields = (["step"] if snap.get("step") != other["step"] else []) + [
+            f"epsilon.{k}" for k in sorted(set(mine_eps) | set(their_eps))
+            if mine_eps.get(k) != their_eps.get(k)]
+        if fields:
+            snap_diff.append({"budget": snap["budget"], "fields": fields,
+                              "step": snap.get("step"), "reference_step": other["step"]})
+    # the privacy side alone: every snapshot at the same step with the same eps under every
+    # data-independent ledger (a data-dependent one follows the votes, hence the history)
+    same_privacy = not any(f == "step" or (f.startswith("epsilon.")
+                                           and f != f"epsilon.{DATA_DEPENDENT}")
+                           for d in snap_diff for f in d["fields"])
     return {"rows_compared": n, "rows_trained": len(ours), "reference_rows": len(ref),
             "rows_needed": need, "first_difference": first_diff,
-            "snapshot_differences": snap_diff,
+            "snapshot_differences": snap_diff, "snapshots_same_privacy": same_privacy,
             "identical": (first_diff is None and not snap_diff and n == len(ours)
                           and n >= max(need, 1)),
             "max_abs_difference": worst, "reference_git_sha": reference.get("git_sha"),
@@ -140,7 +151,7 @@ def prefix_summary(check: dict[str, Any]) -> str:
         return f"differs from step {d['row'] + 1} ({d['field']})"
     if check.get("snapshot_differences"):
         d = check["snapshot_differences"][0]
-        return f"snapshot at eps {d['budget']:g} at step {d['step']}, not {d['reference_step']}"
+        return f"snapshot at eps {d['budget']:g}: {', '.join(d['fields'])} differ"
     return f"only {check['rows_compared']} of {check['rows_needed']} steps compared"
 
 
