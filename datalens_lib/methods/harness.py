@@ -303,9 +303,10 @@ class Run:
         record."""
         m = self.method
         self.out.mkdir(parents=True, exist_ok=True)
-        for name in ("run.json", SNAPSHOTS_RECORD):
+        for name, what in (("run.json", "a finished run"), (SNAPSHOTS_RECORD, "the snapshots "
+                           f"of a run stopped at its last snapshot ({SNAPSHOTS_RECORD})")):
             if (self.out / name).exists() and not resume:
-                raise FileExistsError(f"{self.out} already holds {name}; pass resume=True "
+                raise FileExistsError(f"{self.out} already holds {what}; pass resume=True "
                                       "to reuse it or choose another output folder")
         resumed = resume and self.load_checkpoint()
         if not resumed:  # a fresh start: snapshots of an earlier, unfinished run are not ours
