@@ -627,8 +627,9 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
     else where they first differ (the snapshot is then that of a run with the same config and
     seed, not bit for bit the committed run's: :func:`methods.harness.prefix_summary`).
     ``rerun_same_privacy``: for a recovered snapshot, whether it was taken at the committed
-    run's step with the same ε under every data-independent ledger."""
-    from .methods.harness import prefix_summary
+    run's step with the same ε under every data-independent ledger (within
+    :data:`methods.harness.EPSILON_RTOL`)."""
+    from .methods.harness import prefix_summary, same_epsilon
 
     rows = []
     paper = paper_table("tab_lowdp.csv")
@@ -653,7 +654,7 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
                 got = ev.get("snapshot", {})
                 same_privacy = None if check is None else bool(
                     got.get("step") == snap["step"] and all(
-                        (got.get("epsilon") or {}).get(k) == v
+                        same_epsilon((got.get("epsilon") or {}).get(k), v)
                         for k, v in (snap.get("epsilon") or {}).items()
                         if k != DATA_DEPENDENT))
                 sel = paper[(paper["method"] == names[method])

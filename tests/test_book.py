@@ -467,6 +467,17 @@ def test_snapshot_table_reads_exact_evaluated_snapshots(tmp_path):
         # (the committed run took it at step 30: a recovery at step 31 is another privacy side)
         assert bool(t.loc[0.4, "rerun_same_privacy"]) is identical
         assert t.loc[0.4, "step"] == (30 if identical else 31)
+    # the same step, PLD in its last bits: the same privacy side; rdp off by 1e-6: not
+    rec["snapshots"][1]["epsilon"] = {"pld": 0.27279732168122095, "rdp": 0.3}
+    (run / "run.json").write_text(json.dumps(rec))
+    for eps, same in (({"pld": 0.27279732168122045, "rdp": 0.3}, True),
+                      ({"pld": 0.27279732168122095, "rdp": 0.3000003}, False)):
+        (run / "snapshot-eps0.4-eval-30ep.json").write_text(json.dumps(
+            {"paper": 0.4, "clean": 0.35, "epochs": 30, "snapshot": {
+                "budget": 0.4, "step": 30, "epsilon": eps, "prefix_of": {
+                    "identical": False, "first_difference": {"row": 3, "field": "d_loss"}}}}))
+        t = book.snapshot_table(tmp_path).set_index("epsilon")
+        assert bool(t.loc[0.4, "rerun_same_privacy"]) is same
 
 
 def test_gap_analysis_and_seed_spread_from_records(tmp_path):

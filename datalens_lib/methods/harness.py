@@ -53,6 +53,18 @@ from ..provenance import (
 
 SAMPLE_SEED_OFFSET = 4  # the sampling generator is seeded with seed + 4 (DataLens's streams)
 SNAPSHOTS_RECORD = "snapshots.json"  # a run stopped at its last snapshot (until_last_snapshot)
+#: two ε of the same steps count as equal within this relative tolerance: PLD's FFT-based
+#: conversion (dp_accounting) differs in its last bits from one process to the next (a
+#: recovered G-PATE snapshot: 0.12470596999372435 against 0.12470596999372456, 2026-12-02)
+EPSILON_RTOL = 1e-9
+
+
+def same_epsilon(a: float | None, b: float | None) -> bool:
+    """Whether two ε values of the same steps agree (:data:`EPSILON_RTOL`; None only with
+    None; equal infinities agree)."""
+    if a is None or b is None:
+        return a is b
+    return a == b or math.isclose(a, b, rel_tol=EPSILON_RTOL, abs_tol=0.0)
 
 
 def check_prefix_reference(reference: dict[str, Any], method: str, config: Any, seed: int,
@@ -90,8 +102,9 @@ def prefix_check(history: list[dict[str, Any]], reference: dict[str, Any],
     (answered or agreed dimensions) make this a check of the whole computation, not only of
     the privacy ledger. ``snapshots`` (the run trained again's, with ``budget``, ``step`` and
     ``epsilon``) are compared with the reference's snapshots of the same budgets, where it
-    has them (``snapshot_differences`` names the fields; ``snapshots_same_privacy``: the same
-    steps and the same ε under every data-independent ledger, whatever the history).
+    has them (``snapshot_differences`` names the fields, ε within :data:`EPSILON_RTOL`;
+    ``snapshots_same_privacy``: the same steps and the same ε under every data-independent
+    ledger, whatever the history).
     ``identical`` is False when any value differs, or when fewer than ``rows`` history rows
     (default: all of ``history``; the last snapshot's row count) were compared."""
     def norm(x: Any) -> Any:
@@ -124,7 +137,7 @@ def prefix_check(history: list[dict[str, Any]], reference: dict[str, Any],
         mine_eps, their_eps = snap.get("epsilon") or {}, other.get("epsilon") or {}
         fields = (["step"] if snap.get("step") != other["step"] else []) + [
             f"epsilon.{k}" for k in sorted(set(mine_eps) | set(their_eps))
-            if mine_eps.get(k) != their_eps.get(k)]
+            if not same_epsilon(mine_eps.get(k), their_eps.get(k))]
         if fields:
             snap_diff.append({"budget": snap["budget"], "fields": fields,
                               "step": snap.get("step"), "reference_step": other["step"]})
