@@ -21,7 +21,6 @@ from .config import TrainConfig, available_configs, load_config
 from .data import DatasetNotFoundError, get_spec, resolve_dataset_dir
 from .evaluate import evaluate_samples, schedule_sensitivity
 from .privacy import topagg_sigma_for_queries
-from .privacy.accountant import DATA_DEPENDENT
 from .provenance import REPO_ROOT, atomic_write_json, runs_root
 from .results import (
     PAPER_DIR,
@@ -629,7 +628,7 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
     ``rerun_same_privacy``: for a recovered snapshot, whether it was taken at the committed
     run's step with the same ε under every data-independent ledger (within
     :data:`methods.harness.EPSILON_RTOL`)."""
-    from .methods.harness import prefix_summary, same_epsilon
+    from .methods.harness import prefix_summary, same_privacy, snapshot_differences
 
     rows = []
     paper = paper_table("tab_lowdp.csv")
@@ -651,12 +650,8 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
                     prefix_summary(check))
                 # a recovered snapshot: the same step and the same ε under every
                 # data-independent ledger as the committed run's (its privacy side)
-                got = ev.get("snapshot", {})
-                same_privacy = None if check is None else bool(
-                    got.get("step") == snap["step"] and all(
-                        same_epsilon((got.get("epsilon") or {}).get(k), v)
-                        for k, v in (snap.get("epsilon") or {}).items()
-                        if k != DATA_DEPENDENT))
+                same = None if check is None else same_privacy(
+                    snapshot_differences(ev["snapshot"], snap))
                 sel = paper[(paper["method"] == names[method])
                             & (paper["dataset"] == s["dataset"])
                             & (pd.to_numeric(paper["epsilon"]) == snap["budget"])]
@@ -668,7 +663,7 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
                                                                     s["moment_dtype"]}
                                                         if s.get("moment_dtype") else {}),
                              "step": ev.get("snapshot", {}).get("step", snap["step"]),
-                             "rerun": rerun, "rerun_same_privacy": same_privacy,
+                             "rerun": rerun, "rerun_same_privacy": same,
                              "paper": float(sel["value"].iloc[0])
                              if len(sel) else None, "ours": ev["paper"],
                              "ours_clean": ev["clean"], "eval_epochs": ev["epochs"]})

@@ -67,6 +67,23 @@ def same_epsilon(a: float | None, b: float | None) -> bool:
     return a == b or math.isclose(a, b, rel_tol=EPSILON_RTOL, abs_tol=0.0)
 
 
+def snapshot_differences(snap: dict[str, Any], other: dict[str, Any]) -> list[str]:
+    """The fields in which two snapshots of one budget differ: ``step`` and
+    ``epsilon.<ledger>`` (ε within :data:`EPSILON_RTOL`)."""
+    mine, theirs = snap.get("epsilon") or {}, other.get("epsilon") or {}
+    return (["step"] if snap.get("step") != other.get("step") else []) + [
+        f"epsilon.{k}" for k in sorted(set(mine) | set(theirs))
+        if not same_epsilon(mine.get(k), theirs.get(k))]
+
+
+def same_privacy(fields: list[str]) -> bool:
+    """Whether :func:`snapshot_differences` leave the privacy side alone: the same step and
+    the same ε under every data-independent ledger (a data-dependent one follows the votes,
+    hence the history)."""
+    return not any(f == "step" or (f.startswith("epsilon.") and f != f"epsilon.{DATA_DEPENDENT}")
+                   for f in fields)
+
+
 def check_prefix_reference(reference: dict[str, Any], method: str, config: Any, seed: int,
                            profile: str) -> None:
     """Refuse (``ValueError``) a finished run's record that is not the run this one trains
@@ -132,23 +149,13 @@ def prefix_check(history: list[dict[str, Any]], reference: dict[str, Any],
     theirs = {s["budget"]: s for s in reference.get("snapshots", []) if "step" in s}
     for snap in norm(snapshots or []):
         other = theirs.get(snap["budget"])
-        if other is None:
-            continue
-        mine_eps, their_eps = snap.get("epsilon") or {}, other.get("epsilon") or {}
-        fields = (["step"] if snap.get("step") != other["step"] else []) + [
-            f"epsilon.{k}" for k in sorted(set(mine_eps) | set(their_eps))
-            if not same_epsilon(mine_eps.get(k), their_eps.get(k))]
-        if fields:
+        if other is not None and (fields := snapshot_differences(snap, other)):
             snap_diff.append({"budget": snap["budget"], "fields": fields,
                               "step": snap.get("step"), "reference_step": other["step"]})
-    # the privacy side alone: every snapshot at the same step with the same eps under every
-    # data-independent ledger (a data-dependent one follows the votes, hence the history)
-    same_privacy = not any(f == "step" or (f.startswith("epsilon.")
-                                           and f != f"epsilon.{DATA_DEPENDENT}")
-                           for d in snap_diff for f in d["fields"])
     return {"rows_compared": n, "rows_trained": len(ours), "reference_rows": len(ref),
             "rows_needed": need, "first_difference": first_diff,
-            "snapshot_differences": snap_diff, "snapshots_same_privacy": same_privacy,
+            "snapshot_differences": snap_diff,
+            "snapshots_same_privacy": same_privacy([f for d in snap_diff for f in d["fields"]]),
             "identical": (first_diff is None and not snap_diff and n == len(ours)
                           and n >= max(need, 1)),
             "max_abs_difference": worst, "reference_git_sha": reference.get("git_sha"),
@@ -407,8 +414,10 @@ class Run:
 
     def _write_snapshots_record(self, resumed: bool, wall: float) -> dict[str, Any]:
         """``snapshots.json`` of a run stopped at its last snapshot: the run's record as far
-        as it trained (ε under each ledger at that point, history up to the last snapshot's
-        step), its snapshots and their samples, and ``prefix_check`` against ``prefix_of``."""
+        as it trained (ε under each ledger and the history of every step trained, a few past
+        the last snapshot when resumed from a later checkpoint), its snapshots and their
+        samples, and ``prefix_check`` against ``prefix_of`` over at least the last
+        snapshot's history rows."""
         passed = sorted(b for b, why in self._no_snapshot.items() if why == "passed")
         if passed:  # resumed from a checkpoint already past them: they cannot be recovered
             raise ValueError(f"{self.out} was resumed from a checkpoint past the budgets "
@@ -417,8 +426,6 @@ class Run:
         t_sample = time.perf_counter()
         snapshots = self._sample_snapshots()
         rec = self.record(time.perf_counter() - t_sample, resumed, wall)
-        # (steps, epsilon and history are those of every step trained, possibly a few past
-        # the last snapshot when resumed from a later checkpoint)
         rows = max((s["history_rows"] for s in snapshots if s.get("history_rows") is not None),
                    default=0)
         del rec["samples"]  # no samples of the run itself: it stopped before its budget
