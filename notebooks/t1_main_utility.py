@@ -121,10 +121,13 @@ if len(at_scale):
 #    coupled sensitivity (`coupled_rdp`) as its only DP guarantee.
 # 3. **Evaluation details.** G-PATE's MNIST evaluation uses lr 1e-3, and the official
 #    Fashion-MNIST script fills a 100k-row array from one 10k pickle: the other 90k rows are
-#    zero images with zero targets, which add no loss but count in every batch mean (measured
-#    two ways: the first 10k rows alone, and 10k rows padded as the script does,
-#    `datalens evaluate --pad-to 100000`). The spread between two evaluation seeds on the same
-#    samples sets the scale of any effect.
+#    zero images with zero targets, which add no loss but count in every batch mean. Measured
+#    on 10k rows of a run, our published subset: a uniformly random 10k of its rows, which
+#    are distributed exactly as its first 10k (i.i.d. batches with i.i.d. uniform labels).
+#    The 10k rows alone, for 30 epochs (a tenth of our evaluation's SGD steps) and for 300
+#    (the same number of steps); and padded as the script does, for its 600 epochs
+#    (`datalens evaluate --pad-to 100000`). The spread between two evaluation seeds on the
+#    same samples sets the scale of any effect.
 # 4. **Smaller fixes.** Samples are now generated in batches of exactly B, because BatchNorm
 #    uses batch statistics (`datalens.sample_generator`). The paper text's ε = 10 settings
 #    differ from the README's, so they run as a variant.

@@ -509,15 +509,21 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     assert lr["effect_clean"] == pytest.approx(0.55 - 0.50)  # the baseline's clean is 0.50
     queued = g[g.status.str.startswith("queued")]
     assert {"init-slots" in str(v) for v in queued.variant} == {False}  # nothing committed
-    # init-slots, text, shuffled split, first 10k, 10k padded with zero rows
-    assert len(queued) == 5
+    # init-slots, text, shuffled split, 10k rows alone at 30 and 300 epochs, 10k padded with
+    # zero rows
+    assert len(queued) == 6
     padded = tmp_path / "datalens" / "fashion-mnist-eps1" / "paper-cpu-fast"
     padded.mkdir(parents=True)
     (padded / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": 0.59}))
     (padded / "samples-10k-eval-600ep-padto100000.json").write_text(json.dumps(
         {"epochs": 600, "paper": 0.55, "pad_to": 100000}))
+    (padded / "samples-10k-eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": 0.47}))
     g = book.gap_analysis(tmp_path)
     pad = g[g.variant == "paper-cpu-fast/samples-10k-eval-600ep-padto100000.json"].iloc[0]
+    alone = g[g.variant == "paper-cpu-fast/samples-10k-eval-30ep.json"].iloc[0]
+    assert alone["explanation"].endswith("10k rows alone, 30 epochs")
+    assert alone["effect"] == pytest.approx(-0.12)
+    assert len(g[g.status.str.startswith("queued")]) == 4  # the 300-epoch one still queued
     assert pad["config"] == "fashion-mnist-eps1" and pad["effect"] == pytest.approx(-0.04)
     assert pd.isna(pad["effect_clean"])  # neither record has a clean protocol
     run("paper-cpu-seed1", 0.64, seed=1)
