@@ -345,6 +345,12 @@ def eval_seed_spread(root: Path | None = None, method: str = "datalens") -> pd.D
 #: the paper's method names (``data/paper/tab_image.csv``) -> our registry keys
 
 
+def ledgers_text(epsilon: dict[str, float] | None) -> str:
+    """ε spent under each ledger of a run or snapshot, as T1 and T2 show it ("none": a
+    non-private run)."""
+    return ", ".join(f"{k} {v:.3g}" for k, v in (epsilon or {}).items()) or "none"
+
+
 def method_config(dataset: str, epsilon: str | float) -> str:
     """Config name of a ``tab:image`` cell: ``<dataset>-eps<e>``, ``epsinf`` for ε = ∞."""
     e = str(epsilon)
@@ -399,8 +405,7 @@ def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] 
                             "ours": shown.get("acc_paper"), "ours_clean": shown.get("acc_clean"),
                             "eval_epochs": shown.get("eval_epochs"),
                             "neighbouring": shown.get("neighbouring"),
-                            "ledgers": ", ".join(f"{k} {v:.3g}" for k, v in
-                                                 shown["epsilon_spent"].items()) or "none",
+                            "ledgers": ledgers_text(shown["epsilon_spent"]),
                             "dp_guarantee": shown.get("dp_guarantee")})
                 if shown["profile"] != "paper":  # what the paper-scale cell would take
                     row["paper_command"] = paper_command(key, cfg)
@@ -455,7 +460,9 @@ def measured_cost(method: str, config: str, root: Path | None = None) -> str:
         other = f" (not this setting: {runs[0]['config']})"
     s = runs[0]
     hw = s["hardware"]
-    where = hw.get("gpu") or f"{hw.get('cpu', 'CPU')}, {hw.get('cores', '?')} cores"
+    threads = hw.get("torch_threads")
+    where = hw.get("gpu") or (f"{hw.get('cpu', 'CPU')}, {hw.get('cores', '?')} cores"
+                              + (f", {threads} thread{'s' * (threads != 1)}" if threads else ""))
     return (f"{s['train_seconds'] / 3600:.2f} h training ({s['steps']} steps) at the "
             f"{s['profile']} profile on {where}{other}")
 
@@ -634,7 +641,8 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
     seed, not bit for bit the committed run's: :func:`methods.harness.prefix_summary`).
     ``rerun_same_privacy``: for a recovered snapshot, whether it was taken at the committed
     run's step with the same ε under every data-independent ledger (within
-    :data:`methods.harness.EPSILON_RTOL`)."""
+    :data:`methods.harness.EPSILON_RTOL`). ``ledgers``: ε spent at the snapshot under each of
+    the run's ledgers; ``dp_guarantee``: which of them is a DP guarantee (the run's own)."""
     from .methods.harness import prefix_summary, same_privacy, snapshot_differences
 
     rows = []
@@ -671,6 +679,8 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
                                                         if s.get("moment_dtype") else {}),
                              "step": ev.get("snapshot", {}).get("step", snap["step"]),
                              "rerun": rerun, "rerun_same_privacy": same,
+                             "ledgers": ledgers_text(snap.get("epsilon")),
+                             "dp_guarantee": s["dp_guarantee"],
                              "paper": float(sel["value"].iloc[0])
                              if len(sel) else None, "ours": ev["paper"],
                              "ours_clean": ev["clean"], "eval_epochs": ev["epochs"]})
@@ -725,7 +735,9 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
                              "profile": s["profile"], "family": s["family"],
                              "variant": not run_matches(s, method, over),
                              "seed": s["seed"], "ours": s["acc_paper"],
-                             "ours_clean": s["acc_clean"], "eval_epochs": s["eval_epochs"]})
+                             "ours_clean": s["acc_clean"], "eval_epochs": s["eval_epochs"],
+                             "ledgers": ledgers_text(s["epsilon_spent"]),
+                             "dp_guarantee": s["dp_guarantee"]})
     snaps = pd.concat([snaps, pd.DataFrame(full)], ignore_index=True) if full else snaps
     if len(snaps):
         snaps = snaps[~snaps["variant"].astype(bool)]
@@ -758,15 +770,20 @@ def _lowdp_cells(label: str, config: str, key: str | None, r: Any, eps: float,
                  & (snaps["epsilon"] == eps)] if len(snaps) else snaps
     if len(mine):
         rows = []
+        # no paper-profile result: what the paper-scale cell would cost and its command
+        todo = {} if (mine["profile"] == "paper").any() else _lowdp_todo(key, config, eps, root)
         for (prof, fam), g in mine.groupby(["profile", "family"]):
             # a training seed counts once (a re-run of a seed, e.g. with other code, is
             # not another seed; DataLens's SEED_FOLDERS already keep one run per seed)
             g = g.drop_duplicates("seed")
+            # ε spent per ledger; seeds differ only in a data-dependent ledger, if at all
+            ledgers = " | ".join(dict.fromkeys(g["ledgers"]))
             rows.append({**base, "profile": prof, "family": fam, "seeds": len(g),
                          "ours": float(g["ours"].mean()),
                          "ours_sd": float(g["ours"].std()) if len(g) > 1 else None,
                          "ours_clean": float(g["ours_clean"].mean()),
-                         "eval_epochs": int(g["eval_epochs"].min()), "status": "ok"})
+                         "eval_epochs": int(g["eval_epochs"].min()), "ledgers": ledgers,
+                         "dp_guarantee": g["dp_guarantee"].iloc[0], "status": "ok", **todo})
         return rows
     why = ("not implemented yet" if key not in METHODS else
            "no committed ε = 1 run yet" if eps == 1.0 else
@@ -784,20 +801,23 @@ def _lowdp_cells(label: str, config: str, key: str | None, r: Any, eps: float,
                "train it again up to its last snapshot: `datalens train ... "
                "--until-last-snapshot --prefix-of RUN`, queued in scripts/cpu_queue.sh)")
     need = data_status(r.dataset)
-    todo = {}
-    if key in METHODS and not need:
-        # what the missing cell would cost (a committed run of the eps = 1 config: the
-        # same number of steps) and the command that runs it at the paper profile
-        below = eps != 1.0
-        todo = {"measured_cost": measured_cost(key, config, root),
-                "paper_command": paper_command(
-                    key, config, {"epsilon": eps} if below and key == "dpgan" else None,
-                    snapshots=key != "dpgan", snapshot=eps if below and key != "dpgan"
-                    else None)}
+    todo = _lowdp_todo(key, config, eps, root) if key in METHODS and not need else {}
     if need:
         why = need
     return [{**base, "profile": "-", "family": "-", "seeds": 0, "ours": None,
              "ours_sd": None, "ours_clean": None, "eval_epochs": None, "status": why, **todo}]
+
+
+def _lowdp_todo(key: str, config: str, eps: float, root: Path | None) -> dict[str, str]:
+    """A ``tab:lowdp`` cell without a paper-profile result: what it would cost (a committed
+    run of the ε = 1 config: the same number of steps) and the command that runs it at the
+    paper profile (DataLens and G-PATE: the ε = 1 run with its budget snapshots; DP-GAN: a run
+    at that budget)."""
+    below = eps != 1.0
+    return {"measured_cost": measured_cost(key, config, root),
+            "paper_command": paper_command(
+                key, config, {"epsilon": eps} if below and key == "dpgan" else None,
+                snapshots=key != "dpgan", snapshot=eps if below and key != "dpgan" else None)}
 
 
 def committed_match(config: str, overrides: dict[str, Any] | None = None,

@@ -244,10 +244,11 @@ if len(runs):  # a difference only for the paper's setting, float32 moments, 600
 display(Markdown(book.dpgan_probe_paragraph()))
 
 # %%
-methods = book.methods_table(profile, seed=seed, datasets=datasets, device=device,
+methods = book.methods_table(profile, seed=seed, datasets=datasets + user_data_datasets,
+                             device=device,
                              overrides={"gpate": {"stop_on": gpate_stop_on}})
 store.save_result("tab:image (all methods)", {"profile": profile, "seed": seed,
-                                              "datasets": datasets,
+                                              "datasets": datasets + user_data_datasets,
                                               "gpate_stop_on": gpate_stop_on},
                   methods.to_dict("records"), profile=profile, seed=seed)
 display(methods[["method", "dataset", "epsilon", "paper", "profile", "family", "ours",

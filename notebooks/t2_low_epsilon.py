@@ -101,7 +101,9 @@ display(Markdown(
 # %%
 snaps = book.snapshot_table()
 if len(snaps):
-    display(snaps.round(4))
+    # ledgers: ε spent at the snapshot under each ledger (the run's DP guarantee: the table
+    # of every method below)
+    display(snaps.drop(columns=["dp_guarantee"]).round(4))
     reruns = snaps[snaps["rerun"].notna()]
     if len(reruns):
         same = reruns["rerun"].eq("identical")
@@ -128,16 +130,18 @@ else:
 # %% [markdown]
 # ## Every method of `tab:lowdp`
 #
-# Each cell of the paper's table beside the mean (and standard deviation, with several
-# training seeds) of our committed snapshots at that budget, per run family; only the
-# paper's setting evaluated for 600 epochs with float32 Adam moments is given a difference.
-# Cells we do not have say why. As in T1, DP-GAN has two settings: the small-batch one
-# (`DP-GAN`, batch 64) and DPImageBench's large-batch one (`DP-GAN (large batch)`, batch 4096,
-# each real example clipped together with one fake), a variant shown beside the paper's
-# DP-GAN number and never compared with it. The budgets below ε = 1 are queued in the
-# large-batch setting only, because of what the committed probes of the small-batch
-# discriminator measured (`data/results/dpgan/mnist-eps10/cpu/probe-discriminator*.json`,
-# described in `data/results/README.md`; printed below).
+# Each cell of the paper's table beside the mean (and standard deviation, with several training
+# seeds) of our committed snapshots at that budget, per run family, with ε spent under each of the
+# run's ledgers (*ledgers*) and which of them is a DP guarantee (*dp_guarantee*); only the paper's
+# setting evaluated for 600 epochs with float32 Adam moments is given a difference. Cells we do not
+# have say why, and every cell without a paper-profile result gives what it would cost and the
+# command that runs it. As in T1, DP-GAN has two settings: the small-batch one (`DP-GAN`, batch 64)
+# and DPImageBench's large-batch one (`DP-GAN (large batch)`, batch 4096, each real example clipped
+# together with one fake), a variant shown beside the paper's DP-GAN number and never compared with
+# it. The budgets below ε = 1 are queued in the large-batch setting only, because of what the
+# committed probes of the small-batch discriminator measured
+# (`data/results/dpgan/mnist-eps10/cpu/probe-discriminator*.json`, described in
+# `data/results/README.md`; printed below).
 
 # %%
 display(Markdown(book.dpgan_probe_paragraph()))
@@ -149,10 +153,12 @@ store.save_result("tab:lowdp (all methods)", {"profile": profile}, lowdp.to_dict
 display(lowdp.drop(columns=["measured_cost", "paper_command"], errors="ignore").round(4))
 display(Markdown(book.agreement_paragraph(lowdp)))
 todo = lowdp[lowdp["paper_command"].notna()] if "paper_command" in lowdp else lowdp.iloc[:0]
-if len(todo):  # the cells we lack: what each would cost and the command that runs it
-    display(Markdown(f"{len(todo)} cell(s) of implemented methods have no result of ours yet. "
-                     "The measured cost of a committed run of the ε = 1 setting (the same "
+if len(todo):  # the cells not at paper scale: what each would cost and the command
+    display(Markdown(f"{len(todo)} cell(s) of implemented methods have no paper-profile "
+                     "result of ours yet (no result, or a smaller profile's). The measured "
+                     "cost of a committed run of the ε = 1 setting (the same "
                      "number of steps), and the command that runs each cell at the paper "
                      "profile (DataLens and G-PATE: the ε = 1 run with its budget snapshots, "
                      "which fills a whole row; DP-GAN: one run per budget):"))
-    display(todo[["method", "dataset", "epsilon", "status", "measured_cost", "paper_command"]])
+    display(todo[["method", "dataset", "epsilon", "profile", "status", "measured_cost",
+                  "paper_command"]])

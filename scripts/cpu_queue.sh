@@ -176,7 +176,7 @@ JOBS=(
   # issue 14: a Fashion-MNIST eps = 1 run whose 10k subset is published (the committed GPU
   # cell predates publishing); issue 12: its eps = 0.2 ... 0.8 snapshots (tab:lowdp)
   # (its eps = 0.4 ... 0.8 snapshots were lost with this machine's runs/ on 2026-11-27, before
-  # their evaluations; Fashion's tab:lowdp budgets come from paper-cpu-seed1 below)
+  # their evaluations; they are recovered by the +snap job of the same folder above)
   "datalens fashion-mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
   # issue 14: its published subset re-evaluated at the full run's number of SGD steps (10k
   # images x 300 epochs = 100k x 30), as done for MNIST

@@ -186,7 +186,8 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
                "steps": 86, "epsilon": {"paper": 0.99}, "device": "cpu", "hardware": {},
                "history": [], "git_sha": "x",
                "timings": {"train_seconds": 1.0, "seconds_per_step": 1.0},
-               "snapshots": [{"budget": 0.2, "step": 9, "exact": True, "samples": "s.npz"}]}
+               "snapshots": [{"budget": 0.2, "step": 9, "exact": True, "samples": "s.npz",
+                              "epsilon": {"paper": 0.19, "rdp": 0.13}}]}
         (d / "run.json").write_text(json.dumps(rec))
         (d / f"snapshot-eps0.2-eval-{epochs}ep.json").write_text(json.dumps(
             {"paper": acc, "clean": acc - 0.1, "epochs": epochs}))
@@ -202,6 +203,9 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
     assert (gpu.seeds, gpu.ours, gpu.eval_epochs) == (2, pytest.approx(0.42), 600)
     assert gpu.difference == pytest.approx(0.42 - gpu.paper)
     assert cpu.seeds == 1 and math.isnan(cpu.difference)
+    # eps spent at the snapshot under each ledger; a cell with a paper-profile result needs
+    # no paper command
+    assert gpu.ledgers == "paper 0.19, rdp 0.13" and pd.isna(gpu.paper_command)
     other = t[(t.method == "DP-GAN") & (t.dataset == "mnist") & (t.epsilon == 0.2)].iloc[0]
     assert other.profile == "-" and "one run per budget (not queued" in other.status
     assert "not implemented" in t[t.method == "PATE-GAN"].iloc[0].status
@@ -255,6 +259,11 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
     t = book.lowdp_methods_table(root=tmp_path)
     dp = t[(t.method == "DP-GAN") & (t.dataset == "mnist")].set_index("epsilon")
     assert dp.loc[0.2, "ours"] == 0.15 and dp.loc[0.2, "profile"] == "cpu"
+    # a cpu-profile result still says what the paper-scale cell costs and how to run it
+    assert dp.loc[0.2, "ledgers"] == "rdp 0.2"
+    assert "--profile paper --set epsilon=0.2" in dp.loc[0.2, "paper_command"]
+    assert dp.loc[0.2, "measured_cost"].startswith("1.00 h training (100 steps)")
+    assert dp.loc[0.2, "measured_cost"].endswith("on x, 2 cores")  # threads not recorded
     assert pd.isna(dp.loc[0.4, "ours"]) and pd.isna(dp.loc[1.0, "ours"])
     assert dp.loc[0.4, "measured_cost"].startswith("1.00 h training (100 steps)")
     # the config's own run, once committed, is the eps = 1 cell and what a cost is read from
@@ -286,6 +295,7 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
     big = t[(t.method == "DP-GAN (large batch)") & (t.dataset == "mnist")].set_index("epsilon")
     assert big.loc[0.2, "ours"] == 0.8 and big.loc[0.2, "profile"] == "paper"
     assert math.isnan(big.loc[0.2, "difference"]) and bool(big.loc[0.2, "variant"])
+    assert pd.isna(big.loc[0.2, "paper_command"])  # at the paper profile
     small = t[(t.method == "DP-GAN") & (t.dataset == "mnist")].set_index("epsilon")
     assert big.loc[0.2, "paper"] == small.loc[0.2, "paper"]  # the paper's DP-GAN number
     assert small.loc[0.2, "ours"] == 0.15  # the small-batch cell is unchanged
