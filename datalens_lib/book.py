@@ -642,7 +642,8 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
     ``rerun_same_privacy``: for a recovered snapshot, whether it was taken at the committed
     run's step with the same ε under every data-independent ledger (within
     :data:`methods.harness.EPSILON_RTOL`). ``ledgers``: ε spent at the snapshot under each of
-    the run's ledgers; ``dp_guarantee``: which of them is a DP guarantee (the run's own)."""
+    the run's ledgers (``epsilon_spent``: the same as a dict); ``dp_guarantee``: which of them
+    is a DP guarantee (the run's own)."""
     from .methods.harness import prefix_summary, same_privacy, snapshot_differences
 
     rows = []
@@ -680,6 +681,7 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
                              "step": ev.get("snapshot", {}).get("step", snap["step"]),
                              "rerun": rerun, "rerun_same_privacy": same,
                              "ledgers": ledgers_text(snap.get("epsilon")),
+                             "epsilon_spent": snap.get("epsilon") or {},
                              "dp_guarantee": s["dp_guarantee"],
                              "paper": float(sel["value"].iloc[0])
                              if len(sel) else None, "ours": ev["paper"],
@@ -806,6 +808,27 @@ def _lowdp_cells(label: str, config: str, key: str | None, r: Any, eps: float,
         why = need
     return [{**base, "profile": "-", "family": "-", "seeds": 0, "ours": None,
              "ours_sd": None, "ours_clean": None, "eval_epochs": None, "status": why, **todo}]
+
+
+def committed_snapshot(config: str, budget: float, root: Path | None = None
+                       ) -> dict[str, Any] | None:
+    """The evaluated budget snapshot of a committed DataLens run of ``config`` (the paper's
+    setting, not a variant; :func:`snapshot_table`) at ``budget``, as a run summary of the
+    shape :func:`committed_match` returns (``steps``: the snapshot's step): the paper's float32
+    family first, then the lowest seed. None when there is none."""
+    snaps = snapshot_table(root)
+    if snaps.empty:
+        return None
+    mine = snaps[(snaps["method"] == "DataLens") & (snaps["epsilon"] == budget)
+                 & (snaps["run"].str.split("/").str[0] == config)
+                 & ~snaps["variant"].astype(bool)]
+    if mine.empty:
+        return None
+    r = mine.assign(_cpu=mine["family"] != "gpu").sort_values(["_cpu", "seed"]).iloc[0]
+    return {"profile": r["profile"], "family": r["family"], "eval_epochs": int(r["eval_epochs"]),
+            "acc_paper": float(r["ours"]), "acc_clean": float(r["ours_clean"]),
+            "steps": int(r["step"]),
+            "epsilon_spent": r["epsilon_spent"], "run": r["run"], "seed": int(r["seed"])}
 
 
 def _lowdp_todo(key: str, config: str, eps: float, root: Path | None) -> dict[str, str]:

@@ -800,3 +800,38 @@ def test_evaluation_cost_reads_each_committed_evaluations_seconds():
     assert (one.device, one.epochs) == ("cuda", 600)
     assert one.seconds_per_epoch == pytest.approx(ev["seconds"] / 600)
     assert (cost["seconds_per_epoch"] > 0).all()
+
+
+def test_committed_snapshot_is_the_t2_headline_cell(tmp_path):
+    """T2's headline cell below eps = 1: the evaluated snapshot of a committed DataLens eps = 1
+    run of that config (the paper's setting), float32 family before bfloat16, never a
+    variant's or another config's."""
+    from datalens_lib.config import load_config
+
+    def run(config, folder, acc, seed=0, **over):
+        d = tmp_path / "datalens" / config / folder
+        d.mkdir(parents=True)
+        cfg = load_config(config, "paper", **over).to_dict()
+        (d / "run.json").write_text(json.dumps({
+            "config": cfg, "target_epsilon": 1.0, "profile": "paper", "seed": seed,
+            "steps": 86, "epsilon": {"paper": 0.99}, "device": "cpu", "hardware": {},
+            "history": [], "git_sha": "x",
+            "timings": {"train_seconds": 1.0, "seconds_per_step": 1.0},
+            "snapshots": [{"budget": 0.2, "step": 3, "exact": True, "samples": "s.npz",
+                           "epsilon": {"paper": 0.18}}]}))
+        (d / "snapshot-eps0.2-eval-30ep.json").write_text(json.dumps(
+            {"paper": acc, "clean": acc - 0.1, "epochs": 30}))
+
+    run("mnist-eps1", "paper-cpu-seed1", 0.15, seed=1, moment_dtype="bfloat16")
+    run("mnist-eps1", "paper-k100", 0.9, k=100)  # a variant
+    run("fashion-mnist-eps1", "paper-cpu-fast", 0.5, moment_dtype="bfloat16")
+    s = book.committed_snapshot("mnist-eps1", 0.2, tmp_path)
+    assert (s["run"], s["family"], s["acc_paper"], s["steps"]) == (
+        "mnist-eps1/paper-cpu-seed1", "cpu", 0.15, 3)
+    assert s["epsilon_spent"] == {"paper": 0.18}
+    assert book.committed_snapshot("mnist-eps1", 0.4, tmp_path) is None
+    run("mnist-eps1", "paper", 0.2, seed=2)  # the float32 family wins, whatever its seed
+    s = book.committed_snapshot("mnist-eps1", 0.2, tmp_path)
+    assert (s["run"], s["family"], s["acc_clean"]) == ("mnist-eps1/paper", "gpu",
+                                                       pytest.approx(0.1))
+    assert book.committed_snapshot("fashion-mnist-eps1", 0.2, tmp_path)["acc_paper"] == 0.5
