@@ -17,7 +17,13 @@ from typing import Any
 
 import pandas as pd
 
-from .config import TrainConfig, available_configs, load_config
+from .config import (
+    NON_TRAINING_KEYS,
+    TrainConfig,
+    available_configs,
+    load_config,
+    trains_paper_setting,
+)
 from .data import DatasetNotFoundError, get_spec, resolve_dataset_dir
 from .evaluate import evaluate_samples, schedule_sensitivity
 from .privacy import topagg_sigma_for_queries
@@ -160,6 +166,8 @@ def committed_runs(root: Path | None = None, method: str = "datalens") -> list[d
         rec = json.loads(run_json.read_text())
         s = _summary(run_json.parent, rec, latest_eval(run_json.parent))
         s["config"] = run_json.parent.parent.name
+        # a profile that changes only the evaluation trains the paper setting: shown_profile
+        s["paper_training"] = trains_paper_setting(s["config"], s["profile"], method)
         out.append(s)
     return out
 
@@ -401,13 +409,14 @@ def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] 
                                   overrides=overrides.get(key))
                 committed = committed_setting(key, cfg, overrides.get(key))
                 shown = best_of(mine, *committed)
-                row.update({"profile": shown["profile"], "family": shown["family"],
+                prof, fam = shown_profile(shown)
+                row.update({"profile": prof, "family": fam,
                             "ours": shown.get("acc_paper"), "ours_clean": shown.get("acc_clean"),
                             "eval_epochs": shown.get("eval_epochs"),
                             "neighbouring": shown.get("neighbouring"),
                             "ledgers": ledgers_text(shown["epsilon_spent"]),
                             "dp_guarantee": shown.get("dp_guarantee")})
-                if shown["profile"] != "paper":  # what the paper-scale cell would take
+                if prof != "paper":  # what the paper-scale cell would take
                     row["paper_command"] = paper_command(key, cfg)
                     row["measured_cost"] = measured_cost(key, cfg)
             rows.append(row)
@@ -733,8 +742,9 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
                 if eps != 1.0:
                     over["epsilon"] = eps
                 label = f"{names[method]} (large batch)" if large else names[method]
+                prof, fam = shown_profile(s)
                 full.append({"method": label, "dataset": s["dataset"], "epsilon": eps,
-                             "profile": s["profile"], "family": s["family"],
+                             "profile": prof, "family": fam,
                              "variant": not run_matches(s, method, over),
                              "seed": s["seed"], "ours": s["acc_paper"],
                              "ours_clean": s["acc_clean"], "eval_epochs": s["eval_epochs"],
@@ -887,7 +897,7 @@ def run_matches(summary: dict[str, Any], method: str, overrides: dict[str, Any])
     rec = json.loads((Path(summary["run_dir"]) / "run.json").read_text())
     cls = TrainConfig if method == "datalens" else method_class(method).config_class
     have = cls.from_dict(rec["config"]).to_dict()
-    return all(have.get(k) == v for k, v in want.items() if k not in {"chunk", "notes"})
+    return all(have.get(k) == v for k, v in want.items() if k not in NON_TRAINING_KEYS)
 
 
 #: ``tab:compression``'s method names for our aggregators (variants the paper did not run: none)
@@ -1183,6 +1193,17 @@ def with_difference(df: pd.DataFrame) -> pd.DataFrame:
                                             col("family"), col("eval_epochs"), col("variant"),
                                             strict=True)]
     return df
+
+
+def shown_profile(summary: dict[str, Any]) -> tuple[str, str]:
+    """(profile, family) a run summary is shown and compared at: its own, except that a run
+    of the main setting whose recorded profile trains the paper setting and changes only the
+    evaluation (``paper_training``: :func:`config.trains_paper_setting`, e.g. DP-GAN's
+    small-batch ``cpu`` runs) is a paper-scale run; its evaluation length is the
+    ``eval_epochs`` column's business, as for any paper-profile run."""
+    if summary.get("paper_training") and summary["profile"] != "paper":
+        return "paper", results_run_family("paper", summary.get("moment_dtype"))
+    return summary["profile"], summary["family"]
 
 
 def run_family(summary: dict[str, Any]) -> str:

@@ -513,7 +513,7 @@ def _cmd_reference(args: argparse.Namespace) -> int:
 
 
 def _cmd_results(args: argparse.Namespace) -> int:
-    from .results import comparison
+    from .results import MIN_COMPARED_EVAL_EPOCHS, comparison
 
     rows = comparison()
     if args.json:
@@ -536,8 +536,10 @@ def _cmd_results(args: argparse.Namespace) -> int:
               f"{r['steps']:5d}  {spent}")
     print("* paper protocol: max test accuracy over epochs (selects on test data); clean: "
           "after the fixed schedule. A difference only for the paper's setting (paper profile, "
-          "float32 Adam moments, 600-epoch evaluation); cpu-family and smaller-profile runs "
-          "are shown, not compared. eps spent: under the ledger that stopped the run.")
+          f"float32 Adam moments, an evaluation of at least {MIN_COMPARED_EVAL_EPOCHS} epochs; "
+          "a profile that changes only the evaluation, such as DP-GAN's small-batch cpu, "
+          "trains the paper setting and is shown as paper); cpu-family and smaller-profile "
+          "runs are shown, not compared. eps spent: under the ledger that stopped the run.")
     return 0
 
 

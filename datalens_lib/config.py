@@ -170,6 +170,35 @@ def _config_dir(method: str):
     return root if method == "datalens" else root / method
 
 
+#: config keys that change how a run is computed or described, not what it trains
+NON_TRAINING_KEYS = frozenset({"chunk", "notes"})
+
+
+def trains_paper_setting(name: str, profile: str, method: str = "datalens") -> bool:
+    """Whether ``profile`` of config ``name`` trains exactly the paper profile's setting: the
+    two differ at most in the utility evaluation (``eval_*`` keys) and in
+    :data:`NON_TRAINING_KEYS`. DP-GAN's small-batch ``cpu`` profile is one (the paper's
+    training, a 30-epoch evaluation): its runs are paper scale and are shown as such. False
+    for an unknown config or profile. Reads the JSON alone (no method import), so that the
+    results reader stays light."""
+    root = resources.files("datalens_lib") / "configs"
+    path = (root if method == "datalens" else root / method) / f"{name}.json"
+    if not path.is_file():
+        return False
+    raw = json.loads(path.read_text())
+    if profile not in raw["profiles"] or "paper" not in raw["profiles"]:
+        return False
+
+    def merged(prof: str) -> dict[str, Any]:
+        d = {**raw["base"], **raw["profiles"][prof]}
+        d.pop("changes", None)
+        return d
+
+    a, b = merged("paper"), merged(profile)
+    return all(a.get(k) == b.get(k) for k in set(a) | set(b)
+               if not k.startswith("eval_") and k not in NON_TRAINING_KEYS)
+
+
 def available_configs(method: str = "datalens") -> list[str]:
     folder = _config_dir(method)
     if not folder.is_dir():

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .config import trains_paper_setting
 from .provenance import REPO_ROOT
 from .store import PROFILE_RANK
 
@@ -102,7 +103,9 @@ def comparison(root: Path | None = None, paper_root: Path | None = None
     """``tab:image``, every method with committed runs: per method and config its main run
     (:data:`MAIN_FOLDERS`; one compared with the paper first, then the largest profile)
     beside the paper's number under both evaluation protocols; ``difference`` only where
-    :func:`compared_with_paper` allows it, ``epsilon_spent`` under the ledger that stopped the
+    :func:`compared_with_paper` allows it (``profile``: ``paper`` for a run whose recorded
+    profile, ``recorded_profile``, trains the paper setting: :func:`config.trains_paper_setting`),
+    ``epsilon_spent`` under the ledger that stopped the
     run (``ledger``: the record's ``conversion``, e.g. ``paper`` for DataLens and G-PATE,
     Opacus's ``rdp`` for DP-GAN; None without noise)."""
     names = {v: k for k, v in PAPER_METHODS.items()}
@@ -113,14 +116,18 @@ def comparison(root: Path | None = None, paper_root: Path | None = None
             continue
         rec = json.loads(run_file.read_text())
         ev = latest_eval(run_file.parent)
-        fam = run_family(rec["profile"], rec["config"].get("moment_dtype"))
+        # a profile that changes only the evaluation trains the paper setting: paper scale
+        profile = ("paper" if trains_paper_setting(config, rec["profile"], method)
+                   else rec["profile"])
+        fam = run_family(profile, rec["config"].get("moment_dtype"))
         eps = rec.get("target_epsilon")
         large = config.endswith("-large")  # DP-GAN in DPImageBench's setting: not the paper's
         ledger = rec.get("conversion", "paper")  # the one that stopped the run
         r = {"method": names[method] + (" (large batch)" if large else ""), "config": config,
              "folder": folder,
              "dataset": rec["config"]["dataset"],
-             "epsilon": float("inf") if eps is None else eps, "profile": rec["profile"],
+             "epsilon": float("inf") if eps is None else eps, "profile": profile,
+             "recorded_profile": rec["profile"],
              "family": fam, "eval_epochs": ev["epochs"] if ev else None,
              "ours_paper_protocol": ev["paper"] if ev else None,
              "ours_clean_protocol": ev["clean"] if ev else None, "steps": rec["steps"],

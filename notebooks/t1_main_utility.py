@@ -223,7 +223,10 @@ if len(runs):  # a difference only for the paper's setting, float32 moments, 600
 # 150 epochs, C = 1e-3, each real example clipped together with one fake, as DPImageBench's
 # Opacus code does; our fakes take the BatchNorm statistics of a separate reference batch, so
 # that they do not depend on the Poisson batch size and the sensitivity stays C); both sit
-# beside the paper's one DP-GAN number. The committed small-batch cells measure a failure of
+# beside the paper's one DP-GAN number. The small-batch runs were recorded at the `cpu`
+# profile, which trains the paper setting itself and shortens only the evaluation to 30 epochs
+# (`config.trains_paper_setting`): they are paper scale, shown as the paper profile and
+# compared with the paper's number. The committed small-batch cells measure a failure of
 # that setting, not DP-SGD's cost: clipping caps the real half's pull at C while the fake
 # half's is not capped, so D settles at a low logit on every input (`methods/dpgan.py`'s
 # docstring). The same setting with each real example clipped together with one fake

@@ -90,6 +90,31 @@ def test_comparison_covers_every_method_and_compares_the_paper_setting_only(tmp_
     assert large["paper"] == 0.4036 and large["difference"] is None
     dc = rows[("DC-GAN", "mnist-epsinf")]
     assert dc["paper"] == 0.9653 and dc["difference"] is None and dc["epsilon_spent"] is None
+    # DP-GAN's small-batch cpu profile trains the paper setting (only its evaluation is 30
+    # epochs): shown and compared as the paper profile, its recorded profile kept beside
+    run("dpgan", "mnist-eps1", "cpu", "cpu", 0.30, 30)
+    rows = {(r["method"], r["config"]): r for r in comparison(tmp_path, PAPER_DIR)}
+    small = rows[("DP-GAN", "mnist-eps1")]
+    assert (small["profile"], small["recorded_profile"]) == ("paper", "cpu")
+    assert small["difference"] == pytest.approx(0.30 - 0.4036)
+
+
+@pytest.mark.parametrize("method,config,profile,trains", [
+    ("dpgan", "mnist-eps1", "cpu", True),  # a 30-epoch evaluation only
+    ("dpgan", "fashion-mnist-eps10", "cpu", True),
+    ("dpgan", "mnist-eps1", "smoke", False),
+    ("dpgan", "mnist-eps1-large", "cpu", False),  # 15 of 150 epochs
+    ("gpate", "mnist-eps1", "cpu", False),  # bfloat16 moments, class-table fakes
+    ("dcgan", "mnist-epsinf", "cpu", False),  # 10 of 25 epochs
+    ("datalens", "mnist-eps1", "cpu", False),
+    ("datalens", "mnist-eps1", "paper", True),
+    ("datalens", "no-such-config", "paper", False),
+    ("dpgan", "mnist-eps1", "no-such-profile", False)])
+def test_trains_paper_setting_only_when_a_profile_changes_just_the_evaluation(
+        method, config, profile, trains):
+    from datalens_lib.config import trains_paper_setting
+
+    assert trains_paper_setting(config, profile, method) is trains
 
 
 def test_comparison_reports_the_stopping_ledger(tmp_path):

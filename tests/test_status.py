@@ -242,10 +242,10 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
     # a DP-GAN run of the eps = 1 config trained with budget 0.2 (its noise calibrated to it,
     # nothing else changed) is the eps = 0.2 cell, not an eps = 1 one; with another setting
     # changed too it is a variant and left out
-    def dpgan_run(folder, acc, **over):
-        d = tmp_path / "dpgan" / "mnist-eps1" / folder
+    def dpgan_run(folder, acc, config="mnist-eps1", **over):
+        d = tmp_path / "dpgan" / config / folder
         d.mkdir(parents=True)
-        cfg = load_config("mnist-eps1", "cpu", method="dpgan", **over).to_dict()
+        cfg = load_config(config, "cpu", method="dpgan", **over).to_dict()
         rec = {"config": cfg, "target_epsilon": cfg["epsilon"], "profile": "cpu", "seed": 0,
                "steps": 100, "epsilon": {"rdp": 0.2}, "device": "cpu",
                "hardware": {"cpu": "x", "cores": 2}, "history": [], "git_sha": "x",
@@ -258,12 +258,12 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
     dpgan_run("cpu-eps0.4-lr", 0.99, epsilon=0.4, lr_d=0.1)
     t = book.lowdp_methods_table(root=tmp_path)
     dp = t[(t.method == "DP-GAN") & (t.dataset == "mnist")].set_index("epsilon")
-    assert dp.loc[0.2, "ours"] == 0.15 and dp.loc[0.2, "profile"] == "cpu"
-    # a cpu-profile result still says what the paper-scale cell costs and how to run it
-    assert dp.loc[0.2, "ledgers"] == "rdp 0.2"
-    assert "--profile paper --set epsilon=0.2" in dp.loc[0.2, "paper_command"]
-    assert dp.loc[0.2, "measured_cost"].startswith("1.00 h training (100 steps)")
-    assert dp.loc[0.2, "measured_cost"].endswith("on x, 2 cores")  # threads not recorded
+    # the small-batch cpu profile changes only the evaluation: the paper's training, shown
+    # and compared as the paper profile (30 epochs of evaluation), no paper command needed
+    assert dp.loc[0.2, "ours"] == 0.15 and dp.loc[0.2, "profile"] == "paper"
+    assert dp.loc[0.2, "difference"] == pytest.approx(0.15 - dp.loc[0.2, "paper"])
+    assert dp.loc[0.2, "ledgers"] == "rdp 0.2" and pd.isna(dp.loc[0.2, "paper_command"])
+    assert dp.loc[0.4, "measured_cost"].endswith("on x, 2 cores")  # threads not recorded
     assert pd.isna(dp.loc[0.4, "ours"]) and pd.isna(dp.loc[1.0, "ours"])
     assert dp.loc[0.4, "measured_cost"].startswith("1.00 h training (100 steps)")
     # the config's own run, once committed, is the eps = 1 cell and what a cost is read from
@@ -319,6 +319,16 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
     t = book.lowdp_methods_table(root=tmp_path)
     big = t[(t.method == "DP-GAN (large batch)") & (t.dataset == "mnist")].set_index("epsilon")
     assert pd.isna(big.loc[0.6, "ours"]) and big.loc[0.2, "ours"] == 0.8
+    # a result at a profile that trains less than the paper (the large-batch cpu profile's
+    # 15 of 150 epochs) is not compared, and still says what the paper-scale cell costs and
+    # how to run it
+    dpgan_run("cpu-eps0.8", 0.5, config="mnist-eps1-large", epsilon=0.8)
+    t = book.lowdp_methods_table(root=tmp_path)
+    b8 = t[(t.method == "DP-GAN (large batch)") & (t.dataset == "mnist")
+           & (t.epsilon == 0.8)].iloc[0]
+    assert (b8.ours, b8.profile) == (0.5, "cpu") and math.isnan(b8.difference)
+    assert "--config mnist-eps1-large --profile paper --set epsilon=0.8" in b8.paper_command
+    assert b8.measured_cost.startswith("0.02 h training (2195 steps) at the paper profile")
 
 
 def test_lowdp_eps1_column_counts_a_seed_once(tmp_path):
