@@ -353,6 +353,11 @@ def eval_seed_spread(root: Path | None = None, method: str = "datalens") -> pd.D
 #: the paper's method names (``data/paper/tab_image.csv``) -> our registry keys
 
 
+#: the status of a paper method the harness does not have yet (PATE-GAN, GS-WGAN)
+NOT_IMPLEMENTED = ("not implemented yet (PATE-GAN and GS-WGAN follow the harness's first "
+                   "baselines in an issue of their own)")
+
+
 def ledgers_text(epsilon: dict[str, float] | None) -> str:
     """ε spent under each ledger of a run or snapshot, as T1 and T2 show it ("none": a
     non-private run)."""
@@ -399,7 +404,7 @@ def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] 
                    "variant": cfg.endswith("-large")}
             need = data_status(r.dataset)
             if key not in METHODS:
-                row["status"] = "not implemented yet"
+                row["status"] = NOT_IMPLEMENTED
             elif need:
                 row["status"] = need
             elif cfg not in available_configs(key):
@@ -797,7 +802,7 @@ def _lowdp_cells(label: str, config: str, key: str | None, r: Any, eps: float,
                          "eval_epochs": int(g["eval_epochs"].min()), "ledgers": ledgers,
                          "dp_guarantee": g["dp_guarantee"].iloc[0], "status": "ok", **todo})
         return rows
-    why = ("not implemented yet" if key not in METHODS else
+    why = (NOT_IMPLEMENTED if key not in METHODS else
            "no committed ε = 1 run yet" if eps == 1.0 else
            "DP-GAN calibrates its noise to the budget: one run per budget (queued in "
            "scripts/cpu_queue.sh, cpu profile)" if key == "dpgan" and base["variant"] else
