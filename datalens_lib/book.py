@@ -147,7 +147,9 @@ def run_method(method: str, config: str, profile: str = "smoke", *, seed: int = 
                                   device=dev, progress=progress,
                                   test_limit=cfg.eval_test_limit)
             atomic_write_json(ev_path, ev)
-    return _summary(run_dir, rec, ev)
+    out = _summary(run_dir, rec, ev)
+    out["paper_training"] = trains_paper_setting(config, profile, method, recorded=rec["config"])
+    return out
 
 
 def run_datalens(config: str, profile: str = "smoke", *, seed: int = 0,
@@ -167,7 +169,8 @@ def committed_runs(root: Path | None = None, method: str = "datalens") -> list[d
         s = _summary(run_json.parent, rec, latest_eval(run_json.parent))
         s["config"] = run_json.parent.parent.name
         # a profile that changes only the evaluation trains the paper setting: shown_profile
-        s["paper_training"] = trains_paper_setting(s["config"], s["profile"], method)
+        s["paper_training"] = trains_paper_setting(s["config"], s["profile"], method,
+                                                   recorded=rec["config"])
         out.append(s)
     return out
 
@@ -192,10 +195,12 @@ GAP_EVAL_VARIANTS = (
     ("evaluation lr 1e-3 (G-PATE's MNIST evaluation)", "eval-30ep-lr0.001.json",
      ("mnist-eps1",)),
     # the first 10k of the 100k rows, alone: our published subset (a uniformly random 10k of a
-    # run's rows) stands in for them. Both are exactly distributed as 10k rows of the run: the
-    # rows are drawn in i.i.d. batches with i.i.d. uniform labels (datalens.sample_generator),
-    # so which 10k rows is immaterial. At 30 epochs (a tenth of the SGD steps of our 100k-row
-    # evaluation) and at 300 (the same SGD steps)
+    # run's rows) stands in for them. Each of its rows is distributed as a row of the first 10k
+    # (i.i.d. batches, i.i.d. uniform labels: datalens.sample_generator); the two sets differ
+    # in their dependence (the first 10k are whole batches of B rows coupled by BatchNorm's
+    # batch statistics, the subset ~1.5 rows of each batch) and the subset is rounded to uint8.
+    # At 30 epochs (a tenth of the SGD steps of our 100k-row evaluation) and at 300 (the same
+    # SGD steps)
     ("official Fashion-MNIST evaluation: 10k rows alone, 30 epochs",
      "samples-10k-eval-30ep.json", ("fashion-mnist-eps1",)),
     ("official Fashion-MNIST evaluation: 10k rows alone, 300 epochs (our SGD steps)",
@@ -478,7 +483,9 @@ def measured_cost(method: str, config: str, root: Path | None = None) -> str:
     where = hw.get("gpu") or (f"{hw.get('cpu', 'CPU')}, {hw.get('cores', '?')} cores"
                               + (f", {threads} thread{'s' * (threads != 1)}" if threads else ""))
     return (f"{s['train_seconds'] / 3600:.2f} h training ({s['steps']} steps) at the "
-            f"{s['profile']} profile on {where}{other}")
+            f"{s['profile']} profile"
+            + (" (the paper's training, a shorter evaluation)" if s.get("paper_training")
+               and s["profile"] != "paper" else "") + f" on {where}{other}")
 
 
 def stopping_rule_table(root: Path | None = None) -> pd.DataFrame:
@@ -685,10 +692,12 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
                 sel = paper[(paper["method"] == names[method])
                             & (paper["dataset"] == s["dataset"])
                             & (pd.to_numeric(paper["epsilon"]) == snap["budget"])]
+                prof, fam = shown_profile(s)
                 rows.append({"method": names[method], "dataset": s["dataset"],
                              "epsilon": snap["budget"], "run": f"{s['config']}/"
-                             f"{Path(s['run_dir']).name}", "profile": s["profile"],
-                             "family": s["family"], "seed": s["seed"],
+                             f"{Path(s['run_dir']).name}", "profile": prof,
+                             "family": fam, "recorded_paper": s["profile"] == "paper",
+                             "seed": s["seed"],
                              "variant": not run_matches(s, method, {"moment_dtype":
                                                                     s["moment_dtype"]}
                                                         if s.get("moment_dtype") else {}),
@@ -747,9 +756,15 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
                 if eps != 1.0:
                     over["epsilon"] = eps
                 label = f"{names[method]} (large batch)" if large else names[method]
-                prof, fam = shown_profile(s)
+                # the paper's training at this budget (DP-GAN's budget runs: epsilon set)
+                paper_training = trains_paper_setting(
+                    s["config"], s["profile"], method,
+                    overrides={"epsilon": eps} if eps != 1.0 else None, recorded=json.loads(
+                        (Path(s["run_dir"]) / "run.json").read_text())["config"])
+                prof, fam = shown_profile({**s, "paper_training": paper_training})
                 full.append({"method": label, "dataset": s["dataset"], "epsilon": eps,
                              "profile": prof, "family": fam,
+                             "recorded_paper": s["profile"] == "paper",
                              "variant": not run_matches(s, method, over),
                              "seed": s["seed"], "ours": s["acc_paper"],
                              "ours_clean": s["acc_clean"], "eval_epochs": s["eval_epochs"],
@@ -791,7 +806,9 @@ def _lowdp_cells(label: str, config: str, key: str | None, r: Any, eps: float,
         todo = {} if (mine["profile"] == "paper").any() else _lowdp_todo(key, config, eps, root)
         for (prof, fam), g in mine.groupby(["profile", "family"]):
             # a training seed counts once (a re-run of a seed, e.g. with other code, is
-            # not another seed; DataLens's SEED_FOLDERS already keep one run per seed)
+            # not another seed; DataLens's SEED_FOLDERS already keep one run per seed); a run
+            # recorded at the paper profile before one shown as paper (shown_profile)
+            g = g.sort_values("recorded_paper", ascending=False, kind="stable")
             g = g.drop_duplicates("seed")
             # ε spent per ledger; seeds differ only in a data-dependent ledger, if at all
             ledgers = " | ".join(dict.fromkeys(g["ledgers"]))
@@ -829,8 +846,8 @@ def committed_snapshot(config: str, budget: float, root: Path | None = None
                        ) -> dict[str, Any] | None:
     """The evaluated budget snapshot of a committed DataLens run of ``config`` (the paper's
     setting, not a variant; :func:`snapshot_table`) at ``budget``, as a run summary of the
-    shape :func:`committed_match` returns (``steps``: the snapshot's step): the paper's float32
-    family first, then the lowest seed. None when there is none."""
+    shape :func:`committed_match` returns (``steps``: the snapshot's step): the paper profile
+    first, then the paper's float32 family, then the lowest seed. None when there is none."""
     snaps = snapshot_table(root)
     if snaps.empty:
         return None
@@ -839,7 +856,8 @@ def committed_snapshot(config: str, budget: float, root: Path | None = None
                  & ~snaps["variant"].astype(bool)]
     if mine.empty:
         return None
-    r = mine.assign(_cpu=mine["family"] != "gpu").sort_values(["_cpu", "seed"]).iloc[0]
+    r = mine.assign(_small=mine["profile"] != "paper", _cpu=mine["family"] != "gpu"
+                    ).sort_values(["_small", "_cpu", "seed"]).iloc[0]
     return {"profile": r["profile"], "family": r["family"], "eval_epochs": int(r["eval_epochs"]),
             "acc_paper": float(r["ours"]), "acc_clean": float(r["ours_clean"]),
             "steps": int(r["step"]),
@@ -1137,9 +1155,11 @@ def schedule_check(config: dict[str, Any], epochs: int, full: int = 600,
 
 
 def best_of(*summaries: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The summary of the largest profile (paper > cpu > smoke) among those given."""
+    """The summary of the largest profile shown (paper > cpu > smoke; :func:`shown_profile`)
+    among those given; at equal rank a run recorded at that profile, then the first given."""
     cands = [s for s in summaries if s is not None]
-    return max(cands, key=lambda s: PROFILE_RANK.get(s["profile"], 0)) if cands else None
+    return max(cands, key=lambda s: (PROFILE_RANK.get(shown_profile(s)[0], 0),
+                                     s["profile"] == shown_profile(s)[0])) if cands else None
 
 
 def data_status(dataset: str) -> str | None:

@@ -174,13 +174,22 @@ def _config_dir(method: str):
 NON_TRAINING_KEYS = frozenset({"chunk", "notes"})
 
 
-def trains_paper_setting(name: str, profile: str, method: str = "datalens") -> bool:
-    """Whether ``profile`` of config ``name`` trains exactly the paper profile's setting: the
-    two differ at most in the utility evaluation (``eval_*`` keys) and in
-    :data:`NON_TRAINING_KEYS`. DP-GAN's small-batch ``cpu`` profile is one (the paper's
-    training, a 30-epoch evaluation): its runs are paper scale and are shown as such. False
-    for an unknown config or profile. Reads the JSON alone (no method import), so that the
-    results reader stays light."""
+def trains_paper_setting(name: str, profile: str, method: str = "datalens", *,
+                         recorded: dict[str, Any] | None = None,
+                         overrides: dict[str, Any] | None = None) -> bool:
+    """Whether a run of config ``name`` at ``profile`` trains exactly the paper profile's
+    setting (with ``overrides``, e.g. another budget): the profile differs from the paper
+    profile at most in the evaluation's length (``eval_epochs``, which the comparison rules
+    judge on their own) and in :data:`NON_TRAINING_KEYS` -- any other evaluation key (its
+    learning rate, batch, test subset) is another protocol, not the paper's. DP-GAN's
+    small-batch ``cpu`` profile is one (the paper's training, a 30-epoch evaluation): its runs
+    are paper scale and are shown as such. ``recorded``: the run's recorded config, which
+    must then equal that setting in every key the config file names (a run trained with other
+    ``--set`` values of those keys, or under an older version of the file, is not the paper
+    setting; a key the record lacks counts as a difference). Keys the file leaves to the
+    config class's defaults are not checked here (``book.run_matches`` compares whole configs;
+    the results reader keeps to its main folders). False for an unknown config or profile.
+    Reads the JSON alone (no method import), so that the results reader stays light."""
     root = resources.files("datalens_lib") / "configs"
     path = (root if method == "datalens" else root / method) / f"{name}.json"
     if not path.is_file():
@@ -190,13 +199,19 @@ def trains_paper_setting(name: str, profile: str, method: str = "datalens") -> b
         return False
 
     def merged(prof: str) -> dict[str, Any]:
-        d = {**raw["base"], **raw["profiles"][prof]}
+        d = {**raw["base"], **raw["profiles"][prof], **(overrides or {})}
         d.pop("changes", None)
         return d
 
-    a, b = merged("paper"), merged(profile)
-    return all(a.get(k) == b.get(k) for k in set(a) | set(b)
-               if not k.startswith("eval_") and k not in NON_TRAINING_KEYS)
+    def training(k: str) -> bool:
+        return k != "eval_epochs" and k not in NON_TRAINING_KEYS
+
+    want, mine = merged("paper"), merged(profile)
+    if any(want.get(k) != mine.get(k) for k in set(want) | set(mine) if training(k)):
+        return False
+    missing = object()
+    return recorded is None or all(recorded.get(k, missing) == v for k, v in want.items()
+                                   if training(k))
 
 
 def available_configs(method: str = "datalens") -> list[str]:

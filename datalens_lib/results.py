@@ -37,7 +37,9 @@ def run_family(profile: str | None, moment_dtype: str | None) -> str:
     """``gpu``: a paper-profile run with the paper's float32 Adam moments (the GPU queue's);
     ``cpu``: a paper-profile run with bfloat16 moments (the CPU queue's, the only way 4000
     teachers fit 24 GiB, evaluated for 30 epochs); ``-``: another profile (a pipeline check).
-    Methods without Adam moments of their own count as ``gpu`` at the paper profile."""
+    Methods without Adam moments of their own count as ``gpu`` at the paper profile. (A run
+    whose profile changes only the evaluation's length is passed here as ``paper``:
+    :func:`config.trains_paper_setting`.)"""
     if profile != "paper":
         return "-"
     return "cpu" if moment_dtype == "bfloat16" else "gpu"
@@ -51,8 +53,10 @@ def compared_with_paper(profile: str | None, family: str | None = None,
                         eval_epochs: float | None = None, variant: bool | None = None) -> bool:
     """Whether a cell of ours is compared with the paper's number (given a difference, counted
     in the status page's medians): the paper profile (a smoke or cpu profile is a pipeline
-    check), not the CPU family (``family == "cpu"``: the paper setting with bfloat16 Adam
-    moments, compared within its family only), evaluated for at least
+    check, unless it changes only the evaluation's length and is passed as ``paper``:
+    :func:`config.trains_paper_setting`), not the CPU family (``family == "cpu"``: the paper
+    setting with bfloat16 Adam moments, compared within its family only), evaluated for at
+    least
     :data:`MIN_COMPARED_EVAL_EPOCHS` epochs, and not a variant of the setting the paper's
     number is for (``variant``). Missing columns (None or NaN) do not disqualify a cell; a row
     with no profile at all is compared (a paper-only table)."""
@@ -98,6 +102,13 @@ def latest_eval(run_dir: Path) -> dict[str, Any] | None:
 MAIN_FOLDERS = ("paper", "paper-cpu-fast", "cpu", "smoke")
 
 
+def _rank(r: dict[str, Any]) -> tuple[bool, int, bool]:
+    """A main run's claim to its cell: compared with the paper first, then the largest
+    profile shown, then a run recorded at the paper profile before one shown as paper because
+    its profile changes only the evaluation (whose evaluation is the shorter)."""
+    return r["compared"], PROFILE_RANK.get(r["profile"], 0), r["recorded_profile"] == "paper"
+
+
 def comparison(root: Path | None = None, paper_root: Path | None = None
                ) -> list[dict[str, Any]]:
     """``tab:image``, every method with committed runs: per method and config its main run
@@ -117,7 +128,8 @@ def comparison(root: Path | None = None, paper_root: Path | None = None
         rec = json.loads(run_file.read_text())
         ev = latest_eval(run_file.parent)
         # a profile that changes only the evaluation trains the paper setting: paper scale
-        profile = ("paper" if trains_paper_setting(config, rec["profile"], method)
+        profile = ("paper" if trains_paper_setting(config, rec["profile"], method,
+                                                   recorded=rec["config"])
                    else rec["profile"])
         fam = run_family(profile, rec["config"].get("moment_dtype"))
         eps = rec.get("target_epsilon")
@@ -135,9 +147,8 @@ def comparison(root: Path | None = None, paper_root: Path | None = None
         r["paper_method"] = names[method]
         r["compared"] = ev is not None and compared_with_paper(r["profile"], fam,
                                                                r["eval_epochs"], large)
-        rank = (r["compared"], PROFILE_RANK.get(r["profile"], 0))
         old = best.get((method, config))
-        if old is None or rank > (old["compared"], PROFILE_RANK.get(old["profile"], 0)):
+        if old is None or _rank(r) > _rank(old):
             best[(method, config)] = r
     out = []
     for r in (best[k] for k in sorted(best)):

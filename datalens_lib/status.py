@@ -7,7 +7,9 @@ the paper's transcribed numbers (``data/paper/*.csv``):
 * **cells**: the paper's cells of that artifact (its CSV rows of the compared metric) and how
   many of them we have *at paper scale* (``profile == "paper"``);
 * **median |ours − paper|** over the paper-scale cells only. A smoke or cpu-profile result is a
-  pipeline check: it is counted as such and never compared with a paper number;
+  pipeline check: it is counted as such and never compared with a paper number (a profile that
+  changes only the evaluation's length trains the paper setting and is stored as ``paper``:
+  ``config.trains_paper_setting``);
 * rows marked ``comparable: False`` (numbers on another scale than the paper's, such as IS
   and FID from our domain classifiers) count as paper-scale cells but never enter the median;
   so do paper-profile rows run otherwise than the paper's number

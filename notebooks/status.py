@@ -19,7 +19,9 @@
 # Every table and figure of the paper that reports results, reproduced or not: how many of
 # the paper's cells we have **at paper scale**, the median |ours − paper| over those cells
 # only, and a verdict. Smoke and cpu-profile results are *pipeline checks* — they show that
-# the code runs end to end and are never compared with a paper number. Everything here is
+# the code runs end to end and are never compared with a paper number (a cpu profile that
+# changes only the evaluation's length, DP-GAN's small-batch one, trains the paper setting and
+# counts as paper scale). Everything here is
 # computed by `datalens_lib.status` from the results the notebooks stored and the paper's
 # transcribed numbers (`data/paper/`); nothing is typed by hand.
 

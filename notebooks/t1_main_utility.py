@@ -122,8 +122,10 @@ if len(at_scale):
 # 3. **Evaluation details.** G-PATE's MNIST evaluation uses lr 1e-3, and the official
 #    Fashion-MNIST script fills a 100k-row array from one 10k pickle: the other 90k rows are
 #    zero images with zero targets, which add no loss but count in every batch mean. Measured
-#    on 10k rows of a run, our published subset: a uniformly random 10k of its rows, which
-#    are distributed exactly as its first 10k (i.i.d. batches with i.i.d. uniform labels).
+#    on 10k rows of a run, our published subset: a uniformly random 10k of its rows, each
+#    distributed as a row of its first 10k (i.i.d. batches with i.i.d. uniform labels; the
+#    subset takes rows from every batch where the first 10k are whole batches, coupled by
+#    BatchNorm's batch statistics, and it is rounded to uint8).
 #    The 10k rows alone, for 30 epochs (a tenth of our evaluation's SGD steps) and for 300
 #    (the same number of steps); and padded as the script does, for its 600 epochs
 #    (`datalens evaluate --pad-to 100000`). The spread between two evaluation seeds on the
@@ -200,7 +202,7 @@ display(Markdown(text))
 # %%
 runs = book.compare(book.committed_runs_table().to_dict("records"), "tab_image.csv",
                     ("dataset", "epsilon"))
-if len(runs):  # a difference only for the paper's setting, float32 moments, 600 epochs
+if len(runs):  # a difference only for the paper's setting, float32 moments, >= 30 epochs
     display(runs[["config", "folder", "device", "family", "variant", "adam_moments", "steps",
                   "train_hours", "eval_epochs", "paper", "ours", "difference",
                   "ours_clean"]].round(4))
@@ -208,40 +210,41 @@ if len(runs):  # a difference only for the paper's setting, float32 moments, 600
 # %% [markdown]
 # ## Every method of `tab:image`
 #
-# The paper's claim is a comparison: DataLens against DP-GAN, PATE-GAN, G-PATE and GS-WGAN,
-# with a non-private DC-GAN as the ε = ∞ reference. Every method runs through the same harness
-# (`datalens_lib.methods`), is evaluated by the same classifier and reports its privacy under
-# the same accountants; *dp_guarantee* says which of its ledgers is a DP guarantee. A cell
-# shows the largest profile available (this notebook's or a committed run); only a
-# paper-profile cell is compared with the paper's number (*difference*): a smoke or cpu cell
-# checks the pipeline. Methods not implemented yet say so. *ledgers* gives ε under each of
-# a run's ledgers: G-PATE's `data_dependent` one is the official code's (its published runs
-# stopped on it; it is not a DP guarantee); our G-PATE cells stop on the sound ledger unless
-# the parameter `gpate_stop_on` says otherwise. DP-GAN has two rows: the small-batch setting
-# (expected batch 64, as in the code the paper cites; the fake half's exact gradient is added
-# after the private release) and DPImageBench's large-batch one (`-large` configs: batch 4096,
-# 150 epochs, C = 1e-3, each real example clipped together with one fake, as DPImageBench's
-# Opacus code does; our fakes take the BatchNorm statistics of a separate reference batch, so
-# that they do not depend on the Poisson batch size and the sensitivity stays C); both sit
-# beside the paper's one DP-GAN number. The small-batch runs were recorded at the `cpu`
-# profile, which trains the paper setting itself and shortens only the evaluation to 30 epochs
-# (`config.trains_paper_setting`): they are paper scale, shown as the paper profile and
-# compared with the paper's number. The committed small-batch cells measure a failure of
-# that setting, not DP-SGD's cost: clipping caps the real half's pull at C while the fake
-# half's is not capped, so D settles at a low logit on every input (`methods/dpgan.py`'s
-# docstring). The same setting with each real example clipped together with one fake
-# (`clip_fake`, variant `cpu-clipfake`) balances D; whether it then learns is what its full
-# runs (queued) will say. The measurements, from the committed probes of
-# `dpgan/mnist-eps10/cpu` (`probe-discriminator.json`, `probe-discriminator-1500.json`), are
-# printed below.
+# The paper's claim is a comparison: DataLens against DP-GAN, PATE-GAN, G-PATE and GS-WGAN, with a
+# non-private DC-GAN as the ε = ∞ reference. Every method runs through the same harness
+# (`datalens_lib.methods`), is evaluated by the same classifier and reports its privacy under the
+# same accountants; *dp_guarantee* says which of its ledgers is a DP guarantee. A cell shows the
+# largest profile available (this notebook's or a committed run); only a paper-profile cell is
+# compared with the paper's number (*difference*): a smoke or cpu cell checks the pipeline, except a
+# cpu profile that changes only the evaluation's length (DP-GAN's small-batch one, below), which
+# trains the paper setting and is shown as paper. Methods not implemented yet say so. *ledgers*
+# gives ε under each of a run's ledgers: G-PATE's `data_dependent` one is the official code's (its
+# published runs stopped on it; it is not a DP guarantee); our G-PATE cells stop on the sound ledger
+# unless the parameter `gpate_stop_on` says otherwise. DP-GAN has two rows: the small-batch setting
+# (expected batch 64, as in the code the paper cites; the fake half's exact gradient is added after
+# the private release) and DPImageBench's large-batch one (`-large` configs: batch 4096, 150 epochs,
+# C = 1e-3, each real example clipped together with one fake, as DPImageBench's Opacus code does;
+# our fakes take the BatchNorm statistics of a separate reference batch, so that they do not depend
+# on the Poisson batch size and the sensitivity stays C); both sit beside the paper's one DP-GAN
+# number. The small-batch runs were recorded at the `cpu` profile, which trains the paper setting
+# itself and shortens only the evaluation to 30 epochs (`config.trains_paper_setting`): they are
+# paper scale, shown as the paper profile and compared with the paper's number. The committed
+# small-batch cells measure a failure of that setting, not DP-SGD's cost: clipping caps the real
+# half's pull at C while the fake half's is not capped, so D settles at a low logit on every input
+# (`methods/dpgan.py`'s docstring). The same setting with each real example clipped together with
+# one fake (`clip_fake`, variant `cpu-clipfake`) balances D; whether it then learns is what its full
+# runs (queued) will say. The measurements, from the committed probes of `dpgan/mnist-eps10/cpu`
+# (`probe-discriminator.json`, `probe-discriminator-1500.json`), are printed below.
 #
 # *neighbouring* is the relation each ε is for, and it is not the same for every method: DP-GAN
 # (DP-SGD) is DP under adding or removing one record; G-PATE's label-free split gives
 # replace-one; DataLens's class-ordered split gives replace-one-image-with-its-label-kept. An
 # add/remove guarantee of ε implies a replace-one guarantee of 2ε only, so equal nominal ε are
 # not equal guarantees across rows. *family*: `gpu` runs use the paper's float32 Adam moments
-# and the full 600-epoch evaluation; a `cpu`-family run (bfloat16 moments, 30 epochs) is shown
-# but compared within its family only.
+# (methods without Adam moments of their own count as `gpu`); a `cpu`-family run (bfloat16
+# moments, 30 epochs) is shown but compared within its family only. A cell evaluated for at
+# least 30 epochs is compared (*eval_epochs* gives the length; T1's schedule table below says
+# how far 30 epochs sit from 600).
 
 # %%
 display(Markdown(book.dpgan_probe_paragraph()))

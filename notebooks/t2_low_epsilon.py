@@ -138,13 +138,13 @@ else:
 # Each cell of the paper's table beside the mean (and standard deviation, with several training
 # seeds) of our committed snapshots at that budget, per run family, with ε spent under each of the
 # run's ledgers (*ledgers*) and which of them is a DP guarantee (*dp_guarantee*); only the paper's
-# setting evaluated for 600 epochs with float32 Adam moments is given a difference. Cells we do not
-# have say why, and every cell without a paper-profile result gives what it would cost and the
-# command that runs it. As in T1, DP-GAN has two settings: the small-batch one (`DP-GAN`, batch 64)
-# and DPImageBench's large-batch one (`DP-GAN (large batch)`, batch 4096, each real example clipped
-# together with one fake), a variant shown beside the paper's DP-GAN number and never compared with
-# it. The budgets below ε = 1 are queued in the large-batch setting only, because of what the
-# committed probes of the small-batch discriminator measured
+# setting with float32 Adam moments, evaluated for at least 30 epochs, is given a difference. Cells
+# we do not have say why, and every cell without a paper-profile result gives what it would cost and
+# the command that runs it. As in T1, DP-GAN has two settings: the small-batch one (`DP-GAN`, batch
+# 64) and DPImageBench's large-batch one (`DP-GAN (large batch)`, batch 4096, each real example
+# clipped together with one fake), a variant shown beside the paper's DP-GAN number and never
+# compared with it. The budgets below ε = 1 are queued in the large-batch setting only, because of
+# what the committed probes of the small-batch discriminator measured
 # (`data/results/dpgan/mnist-eps10/cpu/probe-discriminator*.json`, described in
 # `data/results/README.md`; printed below).
 

@@ -157,8 +157,8 @@ JOBS=(
   "dcgan fashion-mnist-epsinf cpu-g1 30 g_steps=1"
   "datalens fashion-mnist-eps1 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1 +snap"
   # (2026-12-02: the official Fashion-MNIST evaluation's "first 10k of the 100k rows" is
-  # measured on paper-cpu-fast's published 10k subset, distributed as any 10k of its rows:
-  # book.GAP_EVAL_VARIANTS; its job here is dropped)
+  # measured on paper-cpu-fast's published 10k subset, whose rows are distributed as those
+  # of the first 10k: book.GAP_EVAL_VARIANTS; its job here is dropped)
   # issue 12, item 1: three training seeds of each of the four main settings in the CPU
   # family (seed_spread: paper-cpu-fast is seed 0), ~1.3 h per eps = 1 cell, ~1.5 h per
   # eps = 10 cell (109 / 110 steps)

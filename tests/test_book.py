@@ -808,12 +808,12 @@ def test_committed_snapshot_is_the_t2_headline_cell(tmp_path):
     variant's or another config's."""
     from datalens_lib.config import load_config
 
-    def run(config, folder, acc, seed=0, **over):
+    def run(config, folder, acc, seed=0, profile="paper", **over):
         d = tmp_path / "datalens" / config / folder
         d.mkdir(parents=True)
-        cfg = load_config(config, "paper", **over).to_dict()
+        cfg = load_config(config, profile, **over).to_dict()
         (d / "run.json").write_text(json.dumps({
-            "config": cfg, "target_epsilon": 1.0, "profile": "paper", "seed": seed,
+            "config": cfg, "target_epsilon": 1.0, "profile": profile, "seed": seed,
             "steps": 86, "epsilon": {"paper": 0.99}, "device": "cpu", "hardware": {},
             "history": [], "git_sha": "x",
             "timings": {"train_seconds": 1.0, "seconds_per_step": 1.0},
@@ -823,6 +823,7 @@ def test_committed_snapshot_is_the_t2_headline_cell(tmp_path):
             {"paper": acc, "clean": acc - 0.1, "epochs": 30}))
 
     run("mnist-eps1", "paper-cpu-seed1", 0.15, seed=1, moment_dtype="bfloat16")
+    run("mnist-eps1", "cpu", 0.7, profile="cpu")  # a reduced profile: never the headline
     run("mnist-eps1", "paper-k100", 0.9, k=100)  # a variant
     run("fashion-mnist-eps1", "paper-cpu-fast", 0.5, moment_dtype="bfloat16")
     s = book.committed_snapshot("mnist-eps1", 0.2, tmp_path)

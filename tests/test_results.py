@@ -92,11 +92,36 @@ def test_comparison_covers_every_method_and_compares_the_paper_setting_only(tmp_
     assert dc["paper"] == 0.9653 and dc["difference"] is None and dc["epsilon_spent"] is None
     # DP-GAN's small-batch cpu profile trains the paper setting (only its evaluation is 30
     # epochs): shown and compared as the paper profile, its recorded profile kept beside
-    run("dpgan", "mnist-eps1", "cpu", "cpu", 0.30, 30)
+    from datalens_lib.config import load_config
+
+    def dpgan_cpu(acc, **over):  # a record of the small-batch cpu profile's whole config
+        run("dpgan", "mnist-eps1", "cpu", "cpu", acc, 30)
+        rec = json.loads((tmp_path / "dpgan" / "mnist-eps1" / "cpu" / "run.json").read_text())
+        rec["config"] = load_config("mnist-eps1", "cpu", method="dpgan", **over).to_dict()
+        (tmp_path / "dpgan" / "mnist-eps1" / "cpu" / "run.json").write_text(json.dumps(rec))
+
+    dpgan_cpu(0.30)
     rows = {(r["method"], r["config"]): r for r in comparison(tmp_path, PAPER_DIR)}
     small = rows[("DP-GAN", "mnist-eps1")]
     assert (small["profile"], small["recorded_profile"]) == ("paper", "cpu")
     assert small["difference"] == pytest.approx(0.30 - 0.4036)
+    # a record whose training differs from its profile (another discriminator lr) is not
+    # the paper's training: shown at its recorded profile, not compared
+    import shutil
+
+    shutil.rmtree(tmp_path / "dpgan" / "mnist-eps1" / "cpu")
+    dpgan_cpu(0.31, lr_d=0.1)
+    small = {(r["method"], r["config"]): r for r in comparison(tmp_path, PAPER_DIR)}[
+        ("DP-GAN", "mnist-eps1")]
+    assert small["profile"] == "cpu" and small["difference"] is None
+    # a run recorded at the paper profile wins the cell over one shown as paper (whatever
+    # the folder order)
+    shutil.rmtree(tmp_path / "dpgan" / "mnist-eps1" / "cpu")
+    dpgan_cpu(0.30)
+    run("dpgan", "mnist-eps1", "paper", "paper", 0.45, 600)
+    small = {(r["method"], r["config"]): r for r in comparison(tmp_path, PAPER_DIR)}[
+        ("DP-GAN", "mnist-eps1")]
+    assert (small["folder"], small["recorded_profile"]) == ("paper", "paper")
 
 
 @pytest.mark.parametrize("method,config,profile,trains", [
