@@ -122,6 +122,63 @@ JOBS=(
   # against its run.json (2026-12-02; its committed eps = 0.2 evaluation is kept)
   "datalens fashion-mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12 +snap"
   "gpate fashion-mnist-eps1 cpu 30 +snap"
+  # 2026-12-02: issue 10's cells are all committed once the job above is; issue 12's
+  # DataLens cells (item 2's teacher slots, T7 and T4 on both datasets, T5's FetchSGD as
+  # coded, item 4's eps = 10 text settings, item 1's seeds; ~1-1.5 h each alone) come next,
+  # ahead of issue 10's optional extras (DP-GAN's large-batch budgets below 1, clip_fake,
+  # DC-GAN with one generator step)
+  # issue 12, item 2: teachers as the official code trains them (80 batches x 50 slots: 50
+  # initialisations; Adam state shared by the 80 teachers of a slot), against paper-cpu-fast
+  "datalens mnist-eps1 paper-cpu-official-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50 adam_slots=50"
+  "datalens mnist-eps1 paper-cpu-init-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50"
+  "datalens mnist-eps1 paper-cpu-fetchsgd-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-coded"
+  "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-coded"
+  # issue 12, item 4: the paper text's eps = 10 settings (k = 350, sigma = 900; 118 steps)
+  "datalens mnist-eps10 paper-cpu-text-k350-s900 30 moment_dtype=bfloat16 chunk=12 k=350 sigma=900"
+  # issue 12: tab:hyperparam (T4) and tab:components (T7) on MNIST; beta = 0 is also T7's
+  # "no thresholding"; k = 784 is "no top-k" (4x the sensitivity: ~21 steps)
+  "datalens mnist-eps1 paper-cpu-k784 30 moment_dtype=bfloat16 chunk=12 k=784"
+  "datalens mnist-eps1 paper-cpu-stochasticfalse 30 moment_dtype=bfloat16 chunk=12 stochastic=false"
+  "datalens mnist-eps1 paper-cpu-beta0.0 30 moment_dtype=bfloat16 chunk=12 beta=0.0"
+  "datalens mnist-eps1 paper-cpu-k100 30 moment_dtype=bfloat16 chunk=12 k=100"
+  "datalens mnist-eps1 paper-cpu-k300 30 moment_dtype=bfloat16 chunk=12 k=300"
+  "datalens mnist-eps1 paper-cpu-teachers2000 30 moment_dtype=bfloat16 chunk=12 teachers=2000"
+  "datalens mnist-eps1 paper-cpu-teachers3000 30 moment_dtype=bfloat16 chunk=12 teachers=3000"
+  "datalens mnist-eps1 paper-cpu-beta0.1 30 moment_dtype=bfloat16 chunk=12 beta=0.1"
+  "datalens mnist-eps1 paper-cpu-beta0.3 30 moment_dtype=bfloat16 chunk=12 beta=0.3"
+  "datalens mnist-eps1 paper-cpu-beta0.5 30 moment_dtype=bfloat16 chunk=12 beta=0.5"
+  "datalens mnist-eps1 paper-cpu-beta0.9 30 moment_dtype=bfloat16 chunk=12 beta=0.9"
+  # issue 12: tab:components (T7) and tab:hyperparam (T4) on Fashion-MNIST (2026-12-02: not
+  # queued before; its default beta is 0.9, so beta = 0.7 is a grid cell here)
+  "datalens fashion-mnist-eps1 paper-cpu-k784 30 moment_dtype=bfloat16 chunk=12 k=784"
+  "datalens fashion-mnist-eps1 paper-cpu-stochasticfalse 30 moment_dtype=bfloat16 chunk=12 stochastic=false"
+  "datalens fashion-mnist-eps1 paper-cpu-beta0.0 30 moment_dtype=bfloat16 chunk=12 beta=0.0"
+  "datalens fashion-mnist-eps1 paper-cpu-k100 30 moment_dtype=bfloat16 chunk=12 k=100"
+  "datalens fashion-mnist-eps1 paper-cpu-k300 30 moment_dtype=bfloat16 chunk=12 k=300"
+  "datalens fashion-mnist-eps1 paper-cpu-teachers2000 30 moment_dtype=bfloat16 chunk=12 teachers=2000"
+  "datalens fashion-mnist-eps1 paper-cpu-teachers3000 30 moment_dtype=bfloat16 chunk=12 teachers=3000"
+  "datalens fashion-mnist-eps1 paper-cpu-beta0.1 30 moment_dtype=bfloat16 chunk=12 beta=0.1"
+  "datalens fashion-mnist-eps1 paper-cpu-beta0.3 30 moment_dtype=bfloat16 chunk=12 beta=0.3"
+  "datalens fashion-mnist-eps1 paper-cpu-beta0.5 30 moment_dtype=bfloat16 chunk=12 beta=0.5"
+  "datalens fashion-mnist-eps1 paper-cpu-beta0.7 30 moment_dtype=bfloat16 chunk=12 beta=0.7"
+  # issue 10: the label-free teacher split (standard replace-one DP; data.partition): every
+  # teacher its own label sequence, so G-PATE's cost per step (~4-5x a DataLens step here)
+  "datalens mnist-eps1 paper-cpu-shuffled 30 moment_dtype=bfloat16 chunk=12 partition=shuffled"
+  "datalens fashion-mnist-eps1 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1 +snap"
+  # (2026-12-02: the official Fashion-MNIST evaluation's "first 10k of the 100k rows" is
+  # measured on paper-cpu-fast's published 10k subset, whose rows are distributed as those
+  # of the first 10k: book.GAP_EVAL_VARIANTS; its job here is dropped)
+  # issue 12, item 1: three training seeds of each of the four main settings in the CPU
+  # family (seed_spread: paper-cpu-fast is seed 0), ~1.3 h per eps = 1 cell, ~1.5 h per
+  # eps = 10 cell (109 / 110 steps)
+  "datalens mnist-eps1 paper-cpu-seed2 30 moment_dtype=bfloat16 chunk=12 seed=2"
+  "datalens fashion-mnist-eps1 paper-cpu-seed2 30 moment_dtype=bfloat16 chunk=12 seed=2"
+  "datalens mnist-eps10 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
+  "datalens fashion-mnist-eps10 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
+  "datalens mnist-eps10 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1"
+  "datalens fashion-mnist-eps10 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1"
+  "datalens mnist-eps10 paper-cpu-seed2 30 moment_dtype=bfloat16 chunk=12 seed=2"
+  "datalens fashion-mnist-eps10 paper-cpu-seed2 30 moment_dtype=bfloat16 chunk=12 seed=2"
   # issue 10, tab:lowdp (T2): DP-GAN calibrates its noise to the budget, so each budget below
   # eps = 1 is a run of its own. 2026-12-02: in the large-batch setting, not the small-batch
   # one: the small-batch discriminator calls every image fake (probe-discriminator.json), and
@@ -155,21 +212,6 @@ JOBS=(
   # sessions, or on a lent GPU)
   "dcgan mnist-epsinf cpu-g1 30 g_steps=1"
   "dcgan fashion-mnist-epsinf cpu-g1 30 g_steps=1"
-  "datalens fashion-mnist-eps1 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1 +snap"
-  # (2026-12-02: the official Fashion-MNIST evaluation's "first 10k of the 100k rows" is
-  # measured on paper-cpu-fast's published 10k subset, whose rows are distributed as those
-  # of the first 10k: book.GAP_EVAL_VARIANTS; its job here is dropped)
-  # issue 12, item 1: three training seeds of each of the four main settings in the CPU
-  # family (seed_spread: paper-cpu-fast is seed 0), ~1.3 h per eps = 1 cell, ~1.5 h per
-  # eps = 10 cell (109 / 110 steps)
-  "datalens mnist-eps1 paper-cpu-seed2 30 moment_dtype=bfloat16 chunk=12 seed=2"
-  "datalens fashion-mnist-eps1 paper-cpu-seed2 30 moment_dtype=bfloat16 chunk=12 seed=2"
-  "datalens mnist-eps10 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
-  "datalens fashion-mnist-eps10 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
-  "datalens mnist-eps10 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1"
-  "datalens fashion-mnist-eps10 paper-cpu-seed1 30 moment_dtype=bfloat16 chunk=12 seed=1"
-  "datalens mnist-eps10 paper-cpu-seed2 30 moment_dtype=bfloat16 chunk=12 seed=2"
-  "datalens fashion-mnist-eps10 paper-cpu-seed2 30 moment_dtype=bfloat16 chunk=12 seed=2"
   "datalens mnist-eps1 paper-cpu-fast 30 moment_dtype=bfloat16 chunk=12"
   "datalens mnist-eps1 paper-cpu-bf16 30 moment_dtype=bfloat16 chunk=12 compute_dtype=bfloat16"
   "datalens mnist-eps1 paper-cpu-d2pfed-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=d2pfed-coded"
@@ -241,30 +283,6 @@ JOBS=(
   # ours: the same cell with top-k within each layer (300 noiseless steps, one seed: flat 0.81,
   # per layer 0.91)
   "dpsgd normtopk 0.6 1.0 5 mnist layer"
-  # issue 12, item 2: teachers as the official code trains them (80 batches x 50 slots: 50
-  # initialisations; Adam state shared by the 80 teachers of a slot), against paper-cpu-fast
-  "datalens mnist-eps1 paper-cpu-official-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50 adam_slots=50"
-  "datalens mnist-eps1 paper-cpu-init-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50"
-  "datalens mnist-eps1 paper-cpu-fetchsgd-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-coded"
-  "datalens fashion-mnist-eps1 paper-cpu-fetchsgd-coded 30 moment_dtype=bfloat16 chunk=12 aggregator=fetchsgd-coded"
-  # issue 12, item 4: the paper text's eps = 10 settings (k = 350, sigma = 900; 118 steps)
-  "datalens mnist-eps10 paper-cpu-text-k350-s900 30 moment_dtype=bfloat16 chunk=12 k=350 sigma=900"
-  # issue 12: tab:hyperparam (T4) and tab:components (T7) on MNIST; beta = 0 is also T7's
-  # "no thresholding"; k = 784 is "no top-k" (4x the sensitivity: ~21 steps)
-  "datalens mnist-eps1 paper-cpu-k784 30 moment_dtype=bfloat16 chunk=12 k=784"
-  "datalens mnist-eps1 paper-cpu-stochasticfalse 30 moment_dtype=bfloat16 chunk=12 stochastic=false"
-  "datalens mnist-eps1 paper-cpu-beta0.0 30 moment_dtype=bfloat16 chunk=12 beta=0.0"
-  "datalens mnist-eps1 paper-cpu-k100 30 moment_dtype=bfloat16 chunk=12 k=100"
-  "datalens mnist-eps1 paper-cpu-k300 30 moment_dtype=bfloat16 chunk=12 k=300"
-  "datalens mnist-eps1 paper-cpu-teachers2000 30 moment_dtype=bfloat16 chunk=12 teachers=2000"
-  "datalens mnist-eps1 paper-cpu-teachers3000 30 moment_dtype=bfloat16 chunk=12 teachers=3000"
-  "datalens mnist-eps1 paper-cpu-beta0.1 30 moment_dtype=bfloat16 chunk=12 beta=0.1"
-  "datalens mnist-eps1 paper-cpu-beta0.3 30 moment_dtype=bfloat16 chunk=12 beta=0.3"
-  "datalens mnist-eps1 paper-cpu-beta0.5 30 moment_dtype=bfloat16 chunk=12 beta=0.5"
-  "datalens mnist-eps1 paper-cpu-beta0.9 30 moment_dtype=bfloat16 chunk=12 beta=0.9"
-  # issue 10: the label-free teacher split (standard replace-one DP; data.partition): every
-  # teacher its own label sequence, so G-PATE's cost per step (~4-5x a DataLens step here)
-  "datalens mnist-eps1 paper-cpu-shuffled 30 moment_dtype=bfloat16 chunk=12 partition=shuffled"
 )
 if [[ -n ${CPU_QUEUE_JOBS:-} ]]; then mapfile -t JOBS <<<"$CPU_QUEUE_JOBS"; fi
 
