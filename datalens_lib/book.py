@@ -742,8 +742,8 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
         for s in committed_runs(root, method=method):
             if method == "datalens" and seed_folder_family(s["run_dir"]) is None:
                 continue  # another run of a seed already counted (SEED_FOLDERS)
+            rec = json.loads((Path(s["run_dir"]) / "run.json").read_text())
             if s["config"].endswith("-eps1"):
-                rec = json.loads((Path(s["run_dir"]) / "run.json").read_text())
                 for b in rec.get("snapshots", []):
                     if b.get("exact") and "samples" in b:
                         taken.setdefault((method, s["dataset"], b["budget"]), []).append(
@@ -759,8 +759,8 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
                 # the paper's training at this budget (DP-GAN's budget runs: epsilon set)
                 paper_training = trains_paper_setting(
                     s["config"], s["profile"], method,
-                    overrides={"epsilon": eps} if eps != 1.0 else None, recorded=json.loads(
-                        (Path(s["run_dir"]) / "run.json").read_text())["config"])
+                    overrides={"epsilon": eps} if eps != 1.0 else None,
+                    recorded=rec["config"])
                 prof, fam = shown_profile({**s, "paper_training": paper_training})
                 full.append({"method": label, "dataset": s["dataset"], "epsilon": eps,
                              "profile": prof, "family": fam,

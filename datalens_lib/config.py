@@ -166,8 +166,23 @@ def _config_dir(method: str):
     from .methods import method_class
 
     method_class(method)  # an unknown method: a clear error naming the valid ones
+    return _config_root(method)
+
+
+def _config_root(method: str):
+    """:func:`_config_dir` without checking the method (no method import)."""
     root = resources.files("datalens_lib") / "configs"
     return root if method == "datalens" else root / method
+
+
+def _merged(raw: dict[str, Any], profile: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """A config file's ``base`` with ``profile``'s changes and ``overrides`` on top; ``notes``
+    joins the file's notes and the profile's ``changes`` text."""
+    prof = dict(raw["profiles"][profile])
+    notes = [raw.get("notes", ""), prof.pop("changes", "")]
+    merged = {**raw["base"], **prof, "notes": " ".join(n for n in notes if n)}
+    merged.update(overrides)
+    return merged
 
 
 #: config keys that change how a run is computed or described, not what it trains
@@ -190,23 +205,17 @@ def trains_paper_setting(name: str, profile: str, method: str = "datalens", *,
     config class's defaults are not checked here (``book.run_matches`` compares whole configs;
     the results reader keeps to its main folders). False for an unknown config or profile.
     Reads the JSON alone (no method import), so that the results reader stays light."""
-    root = resources.files("datalens_lib") / "configs"
-    path = (root if method == "datalens" else root / method) / f"{name}.json"
+    path = _config_root(method) / f"{name}.json"
     if not path.is_file():
         return False
     raw = json.loads(path.read_text())
     if profile not in raw["profiles"] or "paper" not in raw["profiles"]:
         return False
 
-    def merged(prof: str) -> dict[str, Any]:
-        d = {**raw["base"], **raw["profiles"][prof], **(overrides or {})}
-        d.pop("changes", None)
-        return d
-
     def training(k: str) -> bool:
         return k != "eval_epochs" and k not in NON_TRAINING_KEYS
 
-    want, mine = merged("paper"), merged(profile)
+    want, mine = _merged(raw, "paper", overrides or {}), _merged(raw, profile, overrides or {})
     if any(want.get(k) != mine.get(k) for k in set(want) | set(mine) if training(k)):
         return False
     missing = object()
@@ -233,12 +242,7 @@ def load_config(name: str, profile: str = "paper", method: str = "datalens",
     if profile not in raw["profiles"]:
         raise ValueError(f"config {name!r} of method {method!r} has no profile {profile!r}; "
                          f"it has: {', '.join(raw['profiles'])}")
-    merged = dict(raw["base"])
-    prof = dict(raw["profiles"][profile])
-    notes = [raw.get("notes", ""), prof.pop("changes", "")]
-    merged.update(prof)
-    merged["notes"] = " ".join(n for n in notes if n)
-    merged.update(overrides)
+    merged = _merged(raw, profile, overrides)
     if method == "datalens":
         return TrainConfig.from_dict(merged)
     from .methods import method_class
