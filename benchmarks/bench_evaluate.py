@@ -60,13 +60,13 @@ class OfficialOrderCNN(ev.EvalCNN):
 
 
 def _train(model_cls: type, x, y, xt, yt, epochs: int, layout: str, rng: str,
-           seed: int = 0) -> dict:
+           seed: int = 0, workers: int | None = None) -> dict:
     saved, env = ev.EvalCNN, os.environ.get("DATALENS_CONV_LAYOUT")
     ev.EvalCNN = model_cls  # train_classifier builds ev.EvalCNN
     os.environ["DATALENS_CONV_LAYOUT"] = layout
     try:
         res = ev.train_classifier(x, y, xt, yt, Y, epochs=epochs, seed=seed, progress=False,
-                                  dropout_rng=rng)
+                                  dropout_rng=rng, workers=workers)
         assert res["conv_layout"] == layout and res["dropout_rng"] == rng
         return res
     finally:
@@ -77,12 +77,14 @@ def _train(model_cls: type, x, y, xt, yt, epochs: int, layout: str, rng: str,
             os.environ["DATALENS_CONV_LAYOUT"] = env
 
 
-#: what is timed: (name, model class, memory format, dropout masks); the official order draws
-#: ATen's masks whatever it is given (its forward calls F.dropout)
-VARIANTS = (("library", ev.EvalCNN, "channels_last", "streams"),
-            ("library_aten_dropout", ev.EvalCNN, "channels_last", "torch"),
-            ("library_nchw", ev.EvalCNN, "contiguous", "torch"),
-            ("official_order", OfficialOrderCNN, "contiguous", "torch"))
+#: what is timed: (name, model class, memory format, dropout masks, batch shares: None is
+#: the library's default, evaluate.auto_workers); the official order draws ATen's masks
+#: whatever it is given (its forward calls F.dropout)
+VARIANTS = (("library", ev.EvalCNN, "channels_last", "streams", None),
+            ("library_one_share", ev.EvalCNN, "channels_last", "streams", 1),
+            ("library_aten_dropout", ev.EvalCNN, "channels_last", "torch", None),
+            ("library_nchw", ev.EvalCNN, "contiguous", "torch", None),
+            ("official_order", OfficialOrderCNN, "contiguous", "torch", None))
 
 
 def bench_evaluation(n: int, check_n: int, check_epochs: int) -> dict:
@@ -91,19 +93,21 @@ def bench_evaluation(n: int, check_n: int, check_epochs: int) -> dict:
     y = rng.integers(0, Y, n)
     xt, yt = x[:10000], y[:10000]
     out = {"n_train": n, "n_test": len(xt), "batch_size": 512}
-    for _, cls, layout, masks in VARIANTS:  # warm-up: oneDNN builds its kernels on first use
-        _train(cls, x[:2048], y[:2048], xt[:2048], yt[:2048], 1, layout, masks)
-    for name, cls, layout, masks in VARIANTS:
-        res = _train(cls, x, y, xt, yt, 1, layout, masks)
+    for _, cls, layout, masks, w in VARIANTS:  # warm-up: oneDNN builds its kernels on first use
+        _train(cls, x[:2048], y[:2048], xt[:2048], yt[:2048], 1, layout, masks, workers=w)
+    for name, cls, layout, masks, w in VARIANTS:
+        res = _train(cls, x, y, xt, yt, 1, layout, masks, workers=w)
         out[f"{name}_s_per_epoch"] = res["seconds"]
-        print(f"evaluation, {name:20s} ({layout:13s}, {masks:7s}): {res['seconds']:6.1f} "
-              f"s/epoch on {n} images (30 epochs: {30 * res['seconds'] / 60:5.1f} min)",
-              flush=True)
+        out[f"{name}_workers"] = res["workers"]
+        print(f"evaluation, {name:20s} ({layout:13s}, {masks:7s}, {res['workers']} share(s)): "
+              f"{res['seconds']:6.1f} s/epoch on {n} images (30 epochs: "
+              f"{30 * res['seconds'] / 60:5.1f} min)", flush=True)
     out["speed_up"] = out["official_order_s_per_epoch"] / out["library_s_per_epoch"]
     out["layout_speed_up"] = (out["library_nchw_s_per_epoch"]
                               / out["library_aten_dropout_s_per_epoch"])
     out["dropout_streams_speed_up"] = (out["library_aten_dropout_s_per_epoch"]
-                                       / out["library_s_per_epoch"])
+                                       / out["library_one_share_s_per_epoch"])
+    out["shares_speed_up"] = out["library_one_share_s_per_epoch"] / out["library_s_per_epoch"]
     out["projected_30_epochs_min"] = 30 * out["library_s_per_epoch"] / 60
     # numerics: a seeded short run of each on a learnable problem (class-dependent means)
     cx = (rng.random((check_n, *SHAPE), dtype=np.float32) * 0.1
@@ -120,10 +124,24 @@ def bench_evaluation(n: int, check_n: int, check_epochs: int) -> dict:
                        "library": a["test_accuracy_per_epoch"],
                        "official_order": b["test_accuracy_per_epoch"],
                        "max_abs_accuracy_difference": diff}
+    # the batch shares against one share: the same masks (streams) and SGD steps, the
+    # gradient sums in another order
+    c = _train(ev.EvalCNN, cx, cy, cx[:1000], cy[:1000], check_epochs, "channels_last",
+               "streams", seed=3, workers=1)
+    d = _train(ev.EvalCNN, cx, cy, cx[:1000], cy[:1000], check_epochs, "channels_last",
+               "streams", seed=3, workers=2)
+    sdiff = float(np.max(np.abs(np.subtract(c["test_accuracy_per_epoch"],
+                                            d["test_accuracy_per_epoch"]))))
+    out["shares_numerics"] = {"epochs": check_epochs, "n": check_n, "dropout_rng": "streams",
+                              "one_share": c["test_accuracy_per_epoch"],
+                              "two_shares": d["test_accuracy_per_epoch"],
+                              "max_abs_accuracy_difference": sdiff}
     print(f"evaluation speed-up x{out['speed_up']:.2f} (layout alone x"
           f"{out['layout_speed_up']:.2f}, dropout streams alone x"
-          f"{out['dropout_streams_speed_up']:.2f}); seeded {check_epochs}-epoch runs: "
-          f"max |accuracy difference| {diff:.4g}", flush=True)
+          f"{out['dropout_streams_speed_up']:.2f}, batch shares alone x"
+          f"{out['shares_speed_up']:.2f}); seeded {check_epochs}-epoch runs: max |accuracy "
+          f"difference| {diff:.4g} (official order), {sdiff:.4g} (two shares against one)",
+          flush=True)
     return out
 
 
@@ -131,7 +149,7 @@ class FreshPoolGradCNN(ev.EvalCNN):
     """The library's classifier with ``F.max_pool2d`` in place of ``evaluate._MaxPool2x2``:
     a new, zero-filled gradient of the first layer's output every batch, as before."""
 
-    def _pool(self, h: torch.Tensor) -> torch.Tensor:
+    def _pool(self, h: torch.Tensor, buffers: dict | None = None) -> torch.Tensor:
         return F.max_pool2d(h, 2)
 
 
