@@ -9,6 +9,10 @@ utility evaluation (the official CNN, SGD lr 2e-3, batch 512) on them.
   (NCHW) on ``--check-n`` images must give the same per-epoch test accuracies up to float
   rounding (the same function, the same dropout masks: ATen's). The library's default dropout
   masks on the CPU (``evaluate.DropoutStreams``) are timed against ATen's in the same layout.
+* **Batch shares** (``evaluate.train_classifier``'s ``workers``): the library's default (two
+  shares of every batch on concurrent threads with a 2-thread torch) against one share, and
+  seeded ``--check-epochs`` runs of both; ``--shares-effect RUN_DIR`` evaluates a run's
+  ``samples.npz`` in two shares against the run's own one-share evaluation record.
 * **Dropout effect** (``--effect-samples FILE``): the same sample file evaluated with ATen's
   masks and with the streams for ``--effect-seeds`` classifier seeds each: what the choice of
   masks changes in a result.
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import time
 from pathlib import Path
@@ -217,6 +222,40 @@ def bench_dropout_effect(samples: Path, dataset: str, seeds: int, epochs: int) -
     return out
 
 
+def bench_shares_effect(run_dir: Path) -> dict:
+    """What the batch shares change in a result: ``RUN_DIR/samples.npz`` evaluated with two
+    shares, against the run's own evaluation record ``eval-<E>ep.json`` (one share: trained
+    before the shares existed or with ``workers`` 1) with the same seed, layout, masks and
+    schedule."""
+    from datalens_lib.data import load_dataset
+    from datalens_lib.samples import load_samples
+
+    (path,) = sorted(run_dir.glob("eval-*ep.json"), key=lambda q: len(q.name))[:1]
+    ref = json.loads(path.read_text())
+    if ref.get("workers", 1) != 1 or ref["conv_layout"] != "channels_last" \
+            or ref["dropout_rng"] != "streams" or ref.get("limit") or ref.get("pad_to"):
+        raise SystemExit(f"{path}: not a one-share channels-last streams evaluation")
+    ds = load_dataset(ref["dataset"])
+    x, y = load_samples(run_dir / "samples.npz", shape=ds.shape, num_classes=ds.num_classes,
+                        keep_float_dtype=True)
+    res = ev.train_classifier(x, y, ds.x_test, ds.y_test, ds.num_classes,
+                              epochs=ref["epochs"], lr=ref["lr"], batch_size=ref["batch_size"],
+                              seed=ref["seed"], progress=True, workers=2)
+    a, b = ref["test_accuracy_per_epoch"], res["test_accuracy_per_epoch"]
+    diff = np.subtract(b, a)
+    print(f"batch shares on {run_dir}: paper {ref['paper']:.4f} -> {res['paper']:.4f}, clean "
+          f"{ref['clean']:.4f} -> {res['clean']:.4f}; per epoch max |difference| "
+          f"{np.max(np.abs(diff)):.4f}; {ref['seconds']:.0f} s -> {res['seconds']:.0f} s "
+          f"({ref['hardware']['torch_threads']} / {torch.get_num_threads()} threads)", flush=True)
+    return {"run": str(run_dir), "record": path.name, "record_git_sha": ref.get("git_sha"),
+            "record_hardware": ref.get("hardware"), "epochs": ref["epochs"],
+            "one_share": {k: ref[k] for k in ("paper", "clean", "seconds",
+                                              "test_accuracy_per_epoch")},
+            "two_shares": {k: res[k] for k in ("paper", "clean", "seconds",
+                                               "test_accuracy_per_epoch", "workers")},
+            "max_abs_accuracy_difference": float(np.max(np.abs(diff)))}
+
+
 def bench_sampling(n: int) -> dict:
     torch.manual_seed(0)
     G = Generator(50, Y, SHAPE)
@@ -246,6 +285,9 @@ def main() -> None:
     ap.add_argument("--effect-dataset", default="mnist")
     ap.add_argument("--effect-seeds", type=int, default=3)
     ap.add_argument("--effect-epochs", type=int, default=30)
+    ap.add_argument("--shares-effect", type=Path, default=None,
+                    help="a run folder whose samples.npz to evaluate in two batch shares, "
+                         "against its own one-share eval-<E>ep.json")
     ap.add_argument("--pool-pairs", type=int, default=0,
                     help="interleaved pairs timing the first max-pool's gradient buffer")
     ap.add_argument("--pool-batches", type=int, default=30)
@@ -266,6 +308,8 @@ def main() -> None:
         rec["sampling"] = bench_sampling(args.samples)
     if args.pool_pairs > 0:
         rec["pool_grad_buffer"] = bench_pool_grad(args.pool_pairs, max(1, args.pool_batches))
+    if args.shares_effect is not None:
+        rec["shares_effect"] = bench_shares_effect(args.shares_effect)
     if args.effect_samples is not None:
         rec["dropout_effect"] = bench_dropout_effect(args.effect_samples, args.effect_dataset,
                                                      args.effect_seeds, args.effect_epochs)
