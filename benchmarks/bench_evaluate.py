@@ -9,10 +9,6 @@ utility evaluation (the official CNN, SGD lr 2e-3, batch 512) on them.
   (NCHW) on ``--check-n`` images must give the same per-epoch test accuracies up to float
   rounding (the same function, the same dropout masks: ATen's). The library's default dropout
   masks on the CPU (``evaluate.DropoutStreams``) are timed against ATen's in the same layout.
-* **Batch shares** (``evaluate.train_classifier``'s ``workers``): the library's default (two
-  shares of every batch on concurrent threads with a 2-thread torch) against one share, and
-  seeded ``--check-epochs`` runs of both; ``--shares-effect RUN_DIR`` evaluates a run's
-  ``samples.npz`` in two shares against the run's own one-share evaluation record.
 * **Dropout effect** (``--effect-samples FILE``): the same sample file evaluated with ATen's
   masks and with the streams for ``--effect-seeds`` classifier seeds each: what the choice of
   masks changes in a result.
@@ -36,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import time
 from pathlib import Path
@@ -65,13 +60,13 @@ class OfficialOrderCNN(ev.EvalCNN):
 
 
 def _train(model_cls: type, x, y, xt, yt, epochs: int, layout: str, rng: str,
-           seed: int = 0, workers: int | None = None) -> dict:
+           seed: int = 0) -> dict:
     saved, env = ev.EvalCNN, os.environ.get("DATALENS_CONV_LAYOUT")
     ev.EvalCNN = model_cls  # train_classifier builds ev.EvalCNN
     os.environ["DATALENS_CONV_LAYOUT"] = layout
     try:
         res = ev.train_classifier(x, y, xt, yt, Y, epochs=epochs, seed=seed, progress=False,
-                                  dropout_rng=rng, workers=workers)
+                                  dropout_rng=rng)
         assert res["conv_layout"] == layout and res["dropout_rng"] == rng
         return res
     finally:
@@ -82,14 +77,12 @@ def _train(model_cls: type, x, y, xt, yt, epochs: int, layout: str, rng: str,
             os.environ["DATALENS_CONV_LAYOUT"] = env
 
 
-#: what is timed: (name, model class, memory format, dropout masks, batch shares: None is
-#: the library's default, evaluate.auto_workers); the official order draws ATen's masks
-#: whatever it is given (its forward calls F.dropout)
-VARIANTS = (("library", ev.EvalCNN, "channels_last", "streams", None),
-            ("library_one_share", ev.EvalCNN, "channels_last", "streams", 1),
-            ("library_aten_dropout", ev.EvalCNN, "channels_last", "torch", None),
-            ("library_nchw", ev.EvalCNN, "contiguous", "torch", None),
-            ("official_order", OfficialOrderCNN, "contiguous", "torch", None))
+#: what is timed: (name, model class, memory format, dropout masks); the official order draws
+#: ATen's masks whatever it is given (its forward calls F.dropout)
+VARIANTS = (("library", ev.EvalCNN, "channels_last", "streams"),
+            ("library_aten_dropout", ev.EvalCNN, "channels_last", "torch"),
+            ("library_nchw", ev.EvalCNN, "contiguous", "torch"),
+            ("official_order", OfficialOrderCNN, "contiguous", "torch"))
 
 
 def bench_evaluation(n: int, check_n: int, check_epochs: int) -> dict:
@@ -98,21 +91,19 @@ def bench_evaluation(n: int, check_n: int, check_epochs: int) -> dict:
     y = rng.integers(0, Y, n)
     xt, yt = x[:10000], y[:10000]
     out = {"n_train": n, "n_test": len(xt), "batch_size": 512}
-    for _, cls, layout, masks, w in VARIANTS:  # warm-up: oneDNN builds its kernels on first use
-        _train(cls, x[:2048], y[:2048], xt[:2048], yt[:2048], 1, layout, masks, workers=w)
-    for name, cls, layout, masks, w in VARIANTS:
-        res = _train(cls, x, y, xt, yt, 1, layout, masks, workers=w)
+    for _, cls, layout, masks in VARIANTS:  # warm-up: oneDNN builds its kernels on first use
+        _train(cls, x[:2048], y[:2048], xt[:2048], yt[:2048], 1, layout, masks)
+    for name, cls, layout, masks in VARIANTS:
+        res = _train(cls, x, y, xt, yt, 1, layout, masks)
         out[f"{name}_s_per_epoch"] = res["seconds"]
-        out[f"{name}_workers"] = res["workers"]
-        print(f"evaluation, {name:20s} ({layout:13s}, {masks:7s}, {res['workers']} share(s)): "
-              f"{res['seconds']:6.1f} s/epoch on {n} images (30 epochs: "
-              f"{30 * res['seconds'] / 60:5.1f} min)", flush=True)
+        print(f"evaluation, {name:20s} ({layout:13s}, {masks:7s}): {res['seconds']:6.1f} "
+              f"s/epoch on {n} images (30 epochs: {30 * res['seconds'] / 60:5.1f} min)",
+              flush=True)
     out["speed_up"] = out["official_order_s_per_epoch"] / out["library_s_per_epoch"]
     out["layout_speed_up"] = (out["library_nchw_s_per_epoch"]
                               / out["library_aten_dropout_s_per_epoch"])
     out["dropout_streams_speed_up"] = (out["library_aten_dropout_s_per_epoch"]
-                                       / out["library_one_share_s_per_epoch"])
-    out["shares_speed_up"] = out["library_one_share_s_per_epoch"] / out["library_s_per_epoch"]
+                                       / out["library_s_per_epoch"])
     out["projected_30_epochs_min"] = 30 * out["library_s_per_epoch"] / 60
     # numerics: a seeded short run of each on a learnable problem (class-dependent means)
     cx = (rng.random((check_n, *SHAPE), dtype=np.float32) * 0.1
@@ -129,24 +120,10 @@ def bench_evaluation(n: int, check_n: int, check_epochs: int) -> dict:
                        "library": a["test_accuracy_per_epoch"],
                        "official_order": b["test_accuracy_per_epoch"],
                        "max_abs_accuracy_difference": diff}
-    # the batch shares against one share: the same masks (streams) and SGD steps, the
-    # gradient sums in another order
-    c = _train(ev.EvalCNN, cx, cy, cx[:1000], cy[:1000], check_epochs, "channels_last",
-               "streams", seed=3, workers=1)
-    d = _train(ev.EvalCNN, cx, cy, cx[:1000], cy[:1000], check_epochs, "channels_last",
-               "streams", seed=3, workers=2)
-    sdiff = float(np.max(np.abs(np.subtract(c["test_accuracy_per_epoch"],
-                                            d["test_accuracy_per_epoch"]))))
-    out["shares_numerics"] = {"epochs": check_epochs, "n": check_n, "dropout_rng": "streams",
-                              "one_share": c["test_accuracy_per_epoch"],
-                              "two_shares": d["test_accuracy_per_epoch"],
-                              "max_abs_accuracy_difference": sdiff}
     print(f"evaluation speed-up x{out['speed_up']:.2f} (layout alone x"
           f"{out['layout_speed_up']:.2f}, dropout streams alone x"
-          f"{out['dropout_streams_speed_up']:.2f}, batch shares alone x"
-          f"{out['shares_speed_up']:.2f}); seeded {check_epochs}-epoch runs: max |accuracy "
-          f"difference| {diff:.4g} (official order), {sdiff:.4g} (two shares against one)",
-          flush=True)
+          f"{out['dropout_streams_speed_up']:.2f}); seeded {check_epochs}-epoch runs: "
+          f"max |accuracy difference| {diff:.4g}", flush=True)
     return out
 
 
@@ -154,7 +131,7 @@ class FreshPoolGradCNN(ev.EvalCNN):
     """The library's classifier with ``F.max_pool2d`` in place of ``evaluate._MaxPool2x2``:
     a new, zero-filled gradient of the first layer's output every batch, as before."""
 
-    def _pool(self, h: torch.Tensor, buffers: dict | None = None) -> torch.Tensor:
+    def _pool(self, h: torch.Tensor) -> torch.Tensor:
         return F.max_pool2d(h, 2)
 
 
@@ -222,40 +199,6 @@ def bench_dropout_effect(samples: Path, dataset: str, seeds: int, epochs: int) -
     return out
 
 
-def bench_shares_effect(run_dir: Path) -> dict:
-    """What the batch shares change in a result: ``RUN_DIR/samples.npz`` evaluated with two
-    shares, against the run's own evaluation record ``eval-<E>ep.json`` (one share: trained
-    before the shares existed or with ``workers`` 1) with the same seed, layout, masks and
-    schedule."""
-    from datalens_lib.data import load_dataset
-    from datalens_lib.samples import load_samples
-
-    (path,) = sorted(run_dir.glob("eval-*ep.json"), key=lambda q: len(q.name))[:1]
-    ref = json.loads(path.read_text())
-    if ref.get("workers", 1) != 1 or ref["conv_layout"] != "channels_last" \
-            or ref["dropout_rng"] != "streams" or ref.get("limit") or ref.get("pad_to"):
-        raise SystemExit(f"{path}: not a one-share channels-last streams evaluation")
-    ds = load_dataset(ref["dataset"])
-    x, y = load_samples(run_dir / "samples.npz", shape=ds.shape, num_classes=ds.num_classes,
-                        keep_float_dtype=True)
-    res = ev.train_classifier(x, y, ds.x_test, ds.y_test, ds.num_classes,
-                              epochs=ref["epochs"], lr=ref["lr"], batch_size=ref["batch_size"],
-                              seed=ref["seed"], progress=True, workers=2)
-    a, b = ref["test_accuracy_per_epoch"], res["test_accuracy_per_epoch"]
-    diff = np.subtract(b, a)
-    print(f"batch shares on {run_dir}: paper {ref['paper']:.4f} -> {res['paper']:.4f}, clean "
-          f"{ref['clean']:.4f} -> {res['clean']:.4f}; per epoch max |difference| "
-          f"{np.max(np.abs(diff)):.4f}; {ref['seconds']:.0f} s -> {res['seconds']:.0f} s "
-          f"({ref['hardware']['torch_threads']} / {torch.get_num_threads()} threads)", flush=True)
-    return {"run": str(run_dir), "record": path.name, "record_git_sha": ref.get("git_sha"),
-            "record_hardware": ref.get("hardware"), "epochs": ref["epochs"],
-            "one_share": {k: ref[k] for k in ("paper", "clean", "seconds",
-                                              "test_accuracy_per_epoch")},
-            "two_shares": {k: res[k] for k in ("paper", "clean", "seconds",
-                                               "test_accuracy_per_epoch", "workers")},
-            "max_abs_accuracy_difference": float(np.max(np.abs(diff)))}
-
-
 def bench_sampling(n: int) -> dict:
     torch.manual_seed(0)
     G = Generator(50, Y, SHAPE)
@@ -285,9 +228,6 @@ def main() -> None:
     ap.add_argument("--effect-dataset", default="mnist")
     ap.add_argument("--effect-seeds", type=int, default=3)
     ap.add_argument("--effect-epochs", type=int, default=30)
-    ap.add_argument("--shares-effect", type=Path, default=None,
-                    help="a run folder whose samples.npz to evaluate in two batch shares, "
-                         "against its own one-share eval-<E>ep.json")
     ap.add_argument("--pool-pairs", type=int, default=0,
                     help="interleaved pairs timing the first max-pool's gradient buffer")
     ap.add_argument("--pool-batches", type=int, default=30)
@@ -308,8 +248,6 @@ def main() -> None:
         rec["sampling"] = bench_sampling(args.samples)
     if args.pool_pairs > 0:
         rec["pool_grad_buffer"] = bench_pool_grad(args.pool_pairs, max(1, args.pool_batches))
-    if args.shares_effect is not None:
-        rec["shares_effect"] = bench_shares_effect(args.shares_effect)
     if args.effect_samples is not None:
         rec["dropout_effect"] = bench_dropout_effect(args.effect_samples, args.effect_dataset,
                                                      args.effect_seeds, args.effect_epochs)

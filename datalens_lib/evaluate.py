@@ -15,7 +15,6 @@ Glorot-uniform weights, categorical cross-entropy, plain SGD (MNIST/Fashion: lr 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import itertools
 import time
@@ -38,8 +37,6 @@ from .samples import load_samples
 PROTOCOLS = ("paper", "clean")
 #: where the classifier's dropout masks come from (:class:`DropoutStreams`; ``train_classifier``)
 DROPOUT_RNGS = ("streams", "torch")
-#: the official classifier's dropout rates, after the first max-pool and the second convolution
-DROPOUT_P = (0.2, 0.25)
 
 
 def dropout_nchw_order(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -69,15 +66,6 @@ def channels_last_strides(x: torch.Tensor) -> torch.Tensor:
         n, _, h, w = x.shape
         return x.as_strided(x.shape, (h * w, 1, w, 1))
     return x.contiguous(memory_format=torch.channels_last)
-
-
-def apply_keep_mask(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """``x`` times a dropout mask drawn in NCHW order (:meth:`DropoutStreams.keep_mask`),
-    the mask laid out as ``x`` is (a channels-last activation gets it channels-last)."""
-    if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) \
-            and not x.is_contiguous():
-        keep = keep.contiguous(memory_format=torch.channels_last)
-    return x * keep.to(x.device, x.dtype)
 
 
 class DropoutStreams:
@@ -111,19 +99,14 @@ class DropoutStreams:
         self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
         self._pool: ThreadPoolExecutor | None = None
 
-    def uniform(self, shape: torch.Size | tuple[int, ...],
-                parallel: bool | None = None) -> torch.Tensor:
-        """The next float32 uniforms in [0, 1) of ``shape`` (contiguous: NCHW order), the
-        streams drawn concurrently when ``parallel`` (None: when torch has 2 threads or more;
-        the numbers are the same either way)."""
+    def uniform(self, shape: torch.Size | tuple[int, ...]) -> torch.Tensor:
+        """The next float32 uniforms in [0, 1) of ``shape`` (contiguous: NCHW order)."""
         out = torch.empty(shape, dtype=torch.float32)
         flat = out.view(-1)
         bounds = np.linspace(0, flat.numel(), self.streams + 1).astype(np.int64)
         jobs = [(g, flat[a:b]) for g, a, b in zip(self.generators, bounds[:-1], bounds[1:],
                                                  strict=True)]
-        if parallel is None:
-            parallel = torch.get_num_threads() >= 2
-        if self.streams == 1 or not parallel:  # (one core: one after another)
+        if self.streams == 1 or torch.get_num_threads() < 2:  # (one core: one after another)
             for g, part in jobs:
                 torch.rand(part.shape, generator=g, out=part)
             return out
@@ -134,18 +117,15 @@ class DropoutStreams:
             f.result()
         return out
 
-    def keep_mask(self, shape: torch.Size | tuple[int, ...], p: float,
-                  parallel: bool | None = None) -> torch.Tensor:
-        """The next dropout mask of ``shape`` (NCHW order): 1 / (1 - p) where a unit is kept
-        (its uniform >= p), 0 where it is dropped."""
-        # (1.0 / 0.0 in place of a bool tensor)
-        return self.uniform(shape, parallel).ge_(p).mul_(1.0 / (1.0 - p))
-
     def __call__(self, x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
         """``x`` with units dropped with probability ``p`` (identity when not training)."""
         if not training or p == 0:
             return x
-        return apply_keep_mask(x, self.keep_mask(x.shape, p))
+        keep = self.uniform(x.shape).ge_(p)  # (1.0 / 0.0 in place of a bool tensor)
+        if x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) \
+                and not x.is_contiguous():
+            keep = keep.contiguous(memory_format=torch.channels_last)
+        return x * keep.mul_(1.0 / (1.0 - p)).to(x.device, x.dtype)
 
     def state(self) -> list[torch.Tensor]:
         return [g.get_state() for g in self.generators]
@@ -217,7 +197,6 @@ class EvalCNN(nn.Module):
         self.channels_last = channels_last
         self.dropout = dropout
         c, h, w = shape
-        self.in_shape = (c, h, w)
         self.conv1 = nn.Conv2d(c, 32, 3)
         self.conv2 = nn.Conv2d(32, 64, 3)
         hh, ww = (h - 2) // 2 - 2, (w - 2) // 2 - 2
@@ -229,41 +208,20 @@ class EvalCNN(nn.Module):
                 nn.init.xavier_uniform_(m.weight)  # Keras' default glorot_uniform
                 nn.init.zeros_(m.bias)
 
-    def _pool(self, h: torch.Tensor, buffers: dict | None = None) -> torch.Tensor:
-        """The first max-pool (2x2), its gradient in a reused buffer (:class:`_MaxPool2x2`;
-        ``buffers``: another buffer set than the classifier's own, one per thread that runs
-        the classifier concurrently)."""
-        return _MaxPool2x2.apply(h, self._pool_grads if buffers is None else buffers)
+    def _pool(self, h: torch.Tensor) -> torch.Tensor:
+        """The first max-pool (2x2), its gradient in a reused buffer (:class:`_MaxPool2x2`)."""
+        return _MaxPool2x2.apply(h, self._pool_grads)
 
-    def dropout_shapes(self, n: int) -> list[tuple[int, int, int, int]]:
-        """Shapes (NCHW) of the activations of a batch of ``n`` that the two dropout layers
-        (rates :data:`DROPOUT_P`) mask, in forward order."""
-        h, w = self.conv1.kernel_size
-        hh, ww = (self.in_shape[1] - h + 1) // 2, (self.in_shape[2] - w + 1) // 2
-        return [(n, self.conv1.out_channels, hh, ww),
-                (n, self.conv2.out_channels, hh - h + 1, ww - w + 1)]
-
-    def forward(self, x: torch.Tensor, masks: list[torch.Tensor] | None = None,
-                pool_grads: dict | None = None) -> torch.Tensor:
-        """Logits. ``masks`` (training only): the two dropout masks of this batch, drawn
-        beforehand (:meth:`DropoutStreams.keep_mask` of :meth:`dropout_shapes`), instead of
-        the classifier's own draws; ``pool_grads``: see :meth:`_pool`. Both are how
-        :func:`train_classifier` runs shares of one batch in concurrent threads."""
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         # max-pool before ReLU: relu(maxpool(h)) == maxpool(relu(h)) exactly (ReLU is
         # monotone), with the ReLU on a quarter of the elements; ReLUs in place where autograd
         # does not need their input. Same numbers, fewer passes over the largest activation.
         if self.channels_last:
             x = channels_last_strides(x)
         h = self.conv1(x)  # (channels-last in, channels-last out: no layout copy either way)
-        if masks is not None and self.training:
-            given = iter(masks)
-
-            def drop(a: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-                return apply_keep_mask(a, next(given))
-        else:
-            drop = dropout_nchw_order if self.dropout is None else self.dropout
-        h = drop(F.relu(self._pool(h, pool_grads), inplace=True), DROPOUT_P[0], self.training)
-        h = drop(F.relu(self.conv2(h), inplace=True), DROPOUT_P[1], self.training)
+        drop = dropout_nchw_order if self.dropout is None else self.dropout
+        h = drop(F.relu(self._pool(h), inplace=True), 0.2, self.training)
+        h = drop(F.relu(self.conv2(h), inplace=True), 0.25, self.training)
         if self.channels_last:
             # the dense layer's weight columns permuted from the official (c, h, w) order to
             # the activation's memory order (h, w, c): the same products summed in another
@@ -293,8 +251,7 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
                      device: str | torch.device = "cpu", progress: bool = True,
                      checkpoint: str | Path | None = None,
                      checkpoint_every: int = 10, pad_to: int | None = None,
-                     dropout_rng: str | None = None,
-                     workers: int | None = None) -> dict[str, Any]:
+                     dropout_rng: str | None = None) -> dict[str, Any]:
     """Train ``EvalCNN`` with SGD and return per-epoch test accuracies and both protocols.
 
     ``dropout_rng`` (one of :data:`DROPOUT_RNGS`; None: ``"streams"`` on the CPU, ``"torch"``
@@ -302,18 +259,6 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     :class:`DropoutStreams` seeded by ``seed``, ``"torch"`` from the global generator with
     ATen's dropout, as evaluations did before ``DropoutStreams`` existed. Either is the
     official rule (Keras's dropout 0.2 and 0.25); they differ in the masks a seed gives.
-
-    ``workers`` (a speed choice; None: :func:`auto_workers`): each training batch is cut into
-    ``workers`` consecutive shares of rows whose forward and backward passes run at once in
-    as many threads, each with 1/``workers`` of torch's threads, and their gradients are
-    summed in share order (:func:`_backward_in_shares`). The dropout masks of the whole batch
-    are drawn first, in the order the one-thread forward draws them, so every share gets its
-    rows of the same masks: the same function, the same masks, the same SGD steps, with the
-    gradient sums in another order (float rounding only; ``tests/test_evaluate.py``). Why: the
-    CNN is small, and one process with both cores of a 2-core machine gets less from them
-    than two one-thread computations (two one-thread evaluations side by side trained 1.36x
-    the epochs per second of one two-thread one, ``benchmarks/README.md``). CPU only, with
-    the ``"streams"`` masks (ATen's are drawn inside its dropout).
 
     With ``checkpoint``, the state (model, optimiser, RNG, accuracies so far) is saved every
     ``checkpoint_every`` epochs and after the last one (temp file + rename). The optimiser is
@@ -341,8 +286,6 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
                          "training set with zero rows, it does not cut it (see limit)")
     if dropout_rng is not None:
         choice("dropout_rng", dropout_rng, DROPOUT_RNGS)
-    if workers is not None:
-        positive_int("workers", workers)
     device = torch.device(device)
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
@@ -363,21 +306,14 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     # drew ATen's masks), unless dropout_rng asks for other masks; a new one takes the
     # device's layout (channels-last: its own key, other float rounding) and dropout_rng
     # (streams: its own key, other masks)
-    # (and with the batch shares it was started with, 1 or auto_workers' 2: workers)
     layout = conv_layout(device)
     rng = dropout_rng or ("torch" if device.type == "cuda" else "streams")
-    nw = workers or auto_workers(device, rng)
     if st is not None:
-        for cl, r, w in itertools.product(("channels_last", "contiguous"),
-                                          (dropout_rng,) if dropout_rng else DROPOUT_RNGS,
-                                          (workers,) if workers else (1, 2)):
-            if st["args"] == _checkpoint_key(key, cl, r, w):
-                layout, rng, nw = cl, r, w
-                break
-    if nw > 1 and (device.type != "cpu" or rng != "streams"):
-        raise ValueError(f"workers = {nw} (batch shares in concurrent threads) needs the CPU "
-                         f"and dropout_rng 'streams', not {device.type} and {rng!r}")
-    key = _checkpoint_key(key, layout, rng, nw)
+        for cl, r in itertools.product(("channels_last", "contiguous"),
+                                       (dropout_rng,) if dropout_rng else DROPOUT_RNGS):
+            if st["args"] == _checkpoint_key(key, cl, r):
+                layout, rng = cl, r
+    key = _checkpoint_key(key, layout, rng)
     streams = DropoutStreams(seed) if rng == "streams" else None
     model = EvalCNN(tuple(xtr.shape[1:]), num_classes,
                     channels_last=layout == "channels_last", dropout=streams).to(device)
@@ -398,7 +334,7 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
             if len(accs) >= epochs:  # a longer schedule already ran: its prefix is the answer
                 res = _classifier_result(accs[:epochs], lr, batch_size, seed, len(xtr),
                                          times[epochs - 1], len(accs), nonfinite_from,
-                                         layout, rng, nw)
+                                         layout, rng)
                 return res if pad_to is None else {**res, "pad_to": pad_to}
             model.load_state_dict(st["model"])
             opt.load_state_dict(st["opt"])
@@ -409,30 +345,23 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
             if device.type == "cuda" and st.get("cuda_rng") is not None:
                 torch.cuda.set_rng_state(st["cuda_rng"], device)
     resumed_at = len(accs)
-    shares = _Shares(nw, max(1, torch.get_num_threads() // nw)) if nw > 1 else None
     t0, before = time.perf_counter(), (times[-1] if times else 0.0)
     for epoch in tqdm(range(len(accs), epochs), disable=not progress, desc="classifier",
                       unit="epoch", initial=len(accs), total=epochs):
         model.train()
         perm = torch.randperm(rows, generator=gen).to(device)
-        with shares or contextlib.nullcontext():
-            for s in range(0, rows, batch_size):
-                idx = perm[s: s + batch_size]
-                if pad_to is not None:  # the real rows' loss summed over the whole batch's size
-                    real = idx[idx < len(xtr)]  # (docstring)
-                    if not len(real):
-                        continue
-                opt.zero_grad(set_to_none=True)
-                if shares is not None:
-                    rows_ = idx if pad_to is None else real
-                    _backward_in_shares(model, xtr[rows_], ytr[rows_], len(idx), streams,
-                                        shares)
-                elif pad_to is None:
-                    F.cross_entropy(model(xtr[idx]), ytr[idx]).backward()
-                else:
-                    (F.cross_entropy(model(xtr[real]), ytr[real], reduction="sum")
-                     / len(idx)).backward()
-                opt.step()
+        for s in range(0, rows, batch_size):
+            idx = perm[s: s + batch_size]
+            if pad_to is None:
+                loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
+            else:  # the real rows' loss summed over the whole batch's size (docstring)
+                real = idx[idx < len(xtr)]
+                if not len(real):
+                    continue
+                loss = F.cross_entropy(model(xtr[real]), ytr[real], reduction="sum") / len(idx)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
         if nonfinite_from is None and not all(bool(torch.isfinite(p).all())
                                               for p in model.parameters()):
             nonfinite_from = epoch + 1
@@ -447,90 +376,26 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
                      "dropout_rng": streams.state() if streams is not None else None}
             atomic_save(ckpt, lambda tmp, st=state: torch.save(st, tmp))
     res = _classifier_result(accs, lr, batch_size, seed, len(xtr), times[-1], resumed_at,
-                             nonfinite_from, layout, rng, nw)
+                             nonfinite_from, layout, rng)
     if pad_to is not None:
         res["pad_to"] = pad_to
     return res
 
 
-def _checkpoint_key(key: list[Any], layout: str, rng: str, workers: int = 1) -> list[Any]:
+def _checkpoint_key(key: list[Any], layout: str, rng: str) -> list[Any]:
     """An evaluation checkpoint's key: ``key`` and what changes its float rounding or its
-    dropout masks. Keys of the older NCHW, ATen-dropout and one-share checkpoints are
-    unchanged."""
+    dropout masks. Keys of the older NCHW and ATen-dropout checkpoints are unchanged."""
     return [*key, *(["channels_last"] if layout == "channels_last" else []),
-            *(["dropout=streams"] if rng == "streams" else []),
-            *([f"workers={workers}"] if workers > 1 else [])]
-
-
-def auto_workers(device: torch.device | str, rng: str) -> int:
-    """The default ``workers`` of :func:`train_classifier`: 2 batch shares on the CPU with the
-    ``"streams"`` masks when torch has 2 threads or more (each share then has half of them),
-    else 1 (a one-thread queue lane, CUDA, ATen's masks)."""
-    ok = torch.device(device).type == "cpu" and rng == "streams"
-    return 2 if ok and torch.get_num_threads() >= 2 else 1
-
-
-class _Shares:
-    """The threads that run the shares of a batch (:func:`_backward_in_shares`): ``n`` of
-    them, each computing with ``threads`` torch threads and its own max-pool gradient
-    buffers. Entered for an epoch's training batches: on exit, torch's thread count is set
-    back to what it was on entry (each share's thread sets its own)."""
-
-    def __init__(self, n: int, threads: int):
-        self.n, self.threads = n, threads
-        self.buffers: list[dict] = [{} for _ in range(n)]
-        self.pool = ThreadPoolExecutor(n, thread_name_prefix="eval-share")
-        self._entry_threads = 0
-
-    def __enter__(self) -> _Shares:
-        self._entry_threads = torch.get_num_threads()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        torch.set_num_threads(self._entry_threads)
-
-    def __del__(self) -> None:
-        self.pool.shutdown(wait=False)
-
-
-def _backward_in_shares(model: EvalCNN, x: torch.Tensor, y: torch.Tensor, denom: int,
-                        streams: DropoutStreams, shares: _Shares) -> None:
-    """Set every parameter's ``.grad`` to the gradient of (the sum of the cross-entropy over
-    the rows of ``x``) / ``denom``, computed as ``shares.n`` consecutive shares of the rows in
-    concurrent threads and summed in share order (``train_classifier``'s ``workers``). The
-    batch's two dropout masks are drawn first, in forward order, from ``streams``, and each
-    share uses its rows of them: the masks of the one-thread forward."""
-    masks = [streams.keep_mask(shape, p, parallel=True)
-             for shape, p in zip(model.dropout_shapes(len(x)), DROPOUT_P, strict=True)]
-    params = list(model.parameters())
-    bounds = np.linspace(0, len(x), shares.n + 1).astype(np.int64)
-
-    def share(i: int) -> tuple[torch.Tensor, ...]:
-        torch.set_num_threads(shares.threads)  # (this thread's OpenMP and MKL threads)
-        a, b = int(bounds[i]), int(bounds[i + 1])
-        out = model(x[a:b], [m[a:b] for m in masks], shares.buffers[i])
-        loss = F.cross_entropy(out, y[a:b], reduction="sum") / denom
-        return torch.autograd.grad(loss, params)
-
-    grads = [f.result() for f in [shares.pool.submit(share, i) for i in range(shares.n)
-                                  if bounds[i] < bounds[i + 1]]]
-    for j, p in enumerate(params):
-        g = grads[0][j]
-        for other in grads[1:]:
-            g = g + other[j]
-        p.grad = g
+            *(["dropout=streams"] if rng == "streams" else [])]
 
 
 def _classifier_result(accs: list[float], lr: float, batch_size: int, seed: int, n_train: int,
                        seconds: float, resumed_at: int, nonfinite_from: int | None = None,
-                       layout: str = "contiguous", rng: str = "torch",
-                       workers: int = 1) -> dict[str, Any]:
+                       layout: str = "contiguous", rng: str = "torch") -> dict[str, Any]:
     """``conv_layout``: the classifier's memory format (``EvalCNN.channels_last``; absent from
     records written before it existed, which ran NCHW);
     ``dropout_rng``: where its dropout masks came from (``train_classifier``; absent from
     records written before it existed, which drew ATen's, ``"torch"``);
-    ``workers``: the batch shares trained in concurrent threads (``train_classifier``; absent
-    from records written before it existed, which trained each batch as one);
     ``continued_from_epoch``: epochs taken from a checkpoint (0: all trained in this call);
     ``seconds``: training time of the whole schedule, summed over the calls that made it;
     ``diverged_at_epoch``: the first epoch after which the classifier's weights were not finite
@@ -543,7 +408,7 @@ def _classifier_result(accs: list[float], lr: float, batch_size: int, seed: int,
             "best_epoch": int(np.argmax(accs)) + 1, "epochs": len(accs), "lr": lr,
             "batch_size": batch_size, "seed": seed, "seconds": seconds,
             "continued_from_epoch": resumed_at, "n_train": n_train, "conv_layout": layout,
-            "dropout_rng": rng, "workers": workers}
+            "dropout_rng": rng}
 
 
 def _fingerprint(x: np.ndarray, y: np.ndarray) -> str:

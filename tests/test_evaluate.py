@@ -3,7 +3,6 @@ non-monotone accuracy curve, test-time behaviour of the classifier, and the opti
 (learning rate, batch size, number of SGD steps) that the official script uses."""
 
 import json
-import threading
 
 import numpy as np
 import pytest
@@ -221,9 +220,9 @@ def _spy_on_training(monkeypatch):
             return super().step(closure)
 
     class SpyCNN(EvalCNN):
-        def forward(self, x, *args, **kwargs):
+        def forward(self, x):
             forwards.append((self.training, x.shape[0]))
-            return super().forward(x, *args, **kwargs)
+            return super().forward(x)
 
     monkeypatch.setattr(torch.optim, "SGD", SpySGD)
     monkeypatch.setattr(ev, "EvalCNN", SpyCNN)
@@ -647,114 +646,3 @@ def test_the_classifier_pools_through_the_reused_buffer():
         F.cross_entropy(m(torch.rand(8, 1, 28, 28)), torch.arange(8)).backward()
     (buf,) = m._pool_grads.values()
     assert buf.shape == (8, 32, 26, 26) and buf.is_contiguous(memory_format=torch.channels_last)
-
-
-def _share_setup(n=24, seed=4, shape=(1, 12, 12)):
-    torch.manual_seed(seed)
-    m = EvalCNN(shape, 3, channels_last=True).to(memory_format=torch.channels_last).train()
-    x = torch.rand(n, *shape)
-    y = torch.randint(0, 3, (n,))
-    return m, x, y
-
-
-@pytest.mark.parametrize("n,shares,denom", [(24, 2, 24), (23, 2, 40), (10, 3, 10)])
-def test_batch_shares_give_the_one_thread_gradient_with_its_masks(n, shares, denom):
-    """_backward_in_shares: the dropout masks of the whole batch drawn first in forward order
-    (the one-thread forward's masks, rows sliced per share), shares of consecutive rows, the
-    loss summed over the rows / denom (pad_to's batch size): the gradient of the one-thread
-    forward with the same streams, up to float rounding."""
-    m, x, y = _share_setup(n)
-    ref_streams, share_streams = ev.DropoutStreams(9), ev.DropoutStreams(9)
-    m.dropout = ref_streams
-    loss = F.cross_entropy(m(x), y, reduction="sum") / denom
-    ref = torch.autograd.grad(loss, list(m.parameters()))
-    m.dropout = share_streams  # (unused by the shares' forward: they get the masks)
-    pool = ev._Shares(shares, 1)
-    m.zero_grad(set_to_none=True)
-    ev._backward_in_shares(m, x, y, denom, share_streams, pool)
-    for r, p in zip(ref, m.parameters(), strict=True):
-        torch.testing.assert_close(p.grad, r, rtol=1e-5, atol=1e-7)
-    # both streams drew the same uniforms: the next draws agree too
-    assert torch.equal(ref_streams.uniform((5,)), share_streams.uniform((5,)))
-    shapes = m.dropout_shapes(n)
-    assert shapes == [(n, 32, 5, 5), (n, 64, 3, 3)]
-    seen = []
-    m.conv2.register_forward_hook(lambda mod, i, o: seen.append(tuple(o.shape)))
-    m.eval()(x)
-    assert seen == [shapes[1]]
-
-
-def test_batch_shares_forward_uses_the_given_masks():
-    """EvalCNN.forward with masks: each dropout multiplies by its mask (the first after the
-    max-pool, the second after conv2); in eval mode the masks are ignored."""
-    m, x, y = _share_setup(6)
-    zeros = [torch.zeros(s) for s in m.dropout_shapes(6)]
-    ones = [torch.ones(s) for s in m.dropout_shapes(6)]
-    bias_only = m.fc2(F.relu(m.fc1.bias.expand(6, -1)))
-    torch.testing.assert_close(m(x, zeros, {}), bias_only)
-    m.dropout = None
-    torch.testing.assert_close(m.eval()(x), m.train()(x, ones, {}))
-    torch.testing.assert_close(m.eval()(x, zeros, {}), m.eval()(x))
-
-
-def test_an_evaluation_in_batch_shares_takes_the_same_sgd_steps(tmp_path, monkeypatch):
-    """workers = 2: every batch's gradient in two concurrent shares. The same weights as the
-    one-thread evaluation up to float rounding, the record says workers, torch's thread count
-    is restored, and a checkpoint continues with the workers it was started with whatever
-    the default (auto_workers) says."""
-    x, y = _toy(70, seed=5)
-    data = (x[:50], y[:50], x[50:], y[50:], 2)
-    kw = dict(epochs=3, lr=0.05, batch_size=16, seed=2, progress=False)
-    one = train_classifier(*data, workers=1, checkpoint=tmp_path / "one.ckpt", **kw)
-    threads, real_set = torch.get_num_threads(), torch.set_num_threads
-    calls = []  # (thread name, threads set): each share 1 thread, the caller's 2 set back
-    monkeypatch.setattr(torch, "set_num_threads", lambda n: calls.append(
-        (threading.current_thread().name, n)) or real_set(n))
-    try:
-        real_set(2)
-        two = train_classifier(*data, workers=2, checkpoint=tmp_path / "two.ckpt", **kw)
-    finally:
-        real_set(threads)
-    monkeypatch.undo()
-    main = [n for name, n in calls if not name.startswith("eval-share")]
-    assert main == [2] * 3  # after each epoch's batches, before its test pass
-    assert {n for name, n in calls if name.startswith("eval-share")} == {1}
-    assert len(calls) - len(main) == 3 * 4 * 2  # 50 rows: 4 batches a epoch, 2 shares each
-    assert (one["workers"], two["workers"]) == (1, 2)
-    a, b = (torch.load(tmp_path / f, weights_only=True) for f in ("one.ckpt", "two.ckpt"))
-    for k in a["model"]:
-        torch.testing.assert_close(b["model"][k], a["model"][k], rtol=1e-4, atol=1e-6)
-    assert a["args"][-1] == "dropout=streams" and b["args"][-1] == "workers=2"
-    monkeypatch.setattr(ev, "auto_workers", lambda device, rng: 2)
-    more_one = train_classifier(*data, **{**kw, "epochs": 4}, checkpoint=tmp_path / "one.ckpt")
-    assert more_one["continued_from_epoch"] == 3 and more_one["workers"] == 1
-    monkeypatch.setattr(ev, "auto_workers", lambda device, rng: 1)
-    more_two = train_classifier(*data, **{**kw, "epochs": 4}, checkpoint=tmp_path / "two.ckpt")
-    assert more_two["continued_from_epoch"] == 3 and more_two["workers"] == 2
-    fresh = train_classifier(*data, **kw)
-    assert fresh["workers"] == 1
-    # padded batches in shares: the real rows' loss over the whole batch's size
-    p1 = train_classifier(*data, workers=1, pad_to=80, checkpoint=tmp_path / "p1.ckpt", **kw)
-    p2 = train_classifier(*data, workers=2, pad_to=80, checkpoint=tmp_path / "p2.ckpt", **kw)
-    a, b = (torch.load(tmp_path / f, weights_only=True) for f in ("p1.ckpt", "p2.ckpt"))
-    for k in a["model"]:
-        torch.testing.assert_close(b["model"][k], a["model"][k], rtol=1e-4, atol=1e-6)
-    assert p2["pad_to"] == 80 and p1["workers"] == 1 and p2["workers"] == 2
-
-
-def test_batch_shares_need_the_cpu_and_the_streams():
-    x, y = _toy(10)
-    with pytest.raises(ValueError, match="workers"):
-        train_classifier(x, y, x, y, 2, epochs=1, workers=0, progress=False)
-    with pytest.raises(ValueError, match="streams"):
-        train_classifier(x, y, x, y, 2, epochs=1, workers=2, dropout_rng="torch",
-                         progress=False)
-    assert ev.auto_workers("cuda", "torch") == 1 and ev.auto_workers("cpu", "torch") == 1
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(2)
-        assert ev.auto_workers("cpu", "streams") == 2
-        torch.set_num_threads(1)
-        assert ev.auto_workers("cpu", "streams") == 1
-    finally:
-        torch.set_num_threads(threads)
