@@ -274,7 +274,47 @@ def gap_analysis(root: Path | None = None) -> pd.DataFrame:
         df[col] = [v - b if pd.notna(v) and pd.notna(b) else None
                    for v, b in zip(df.get(var, [None] * len(df)),
                                    df.get(base, [None] * len(df)), strict=True)]
-    return df
+    return _with_noise(df, root)
+
+
+#: an effect (one variant number minus one baseline number) counts as beyond noise when it
+#: exceeds NOISE_SDS standard deviations of such a difference, sqrt(2) x the seed standard
+#: deviation (two independent single draws): about a 5 % two-sided level under normal noise
+NOISE_SDS = 2.0
+
+
+def _with_noise(df: pd.DataFrame, root: Path | None) -> pd.DataFrame:
+    """``gap_analysis``'s rows with the noise their effect is to be read against: a run
+    variant against the training-seed spread of its baseline's family (:func:`seed_spread`:
+    another training seed changes everything a variant run changes), an evaluation variant
+    against the evaluation-seed spread of its baseline's samples (:func:`eval_seed_spread`:
+    the same samples, another classifier seed). ``noise_sd`` and ``noise_seeds`` (None with
+    fewer than two seeds), ``noise_source``, and ``beyond_noise``: |effect| > NOISE_SDS x
+    sqrt(2) x noise_sd (None when either is missing)."""
+    train = seed_spread(root).set_index(["config", "family"])
+    evals = eval_seed_spread(root)
+    sds, ns, sources, beyond = [], [], [], []
+    for r in df.itertuples():
+        sd = n = None
+        if isinstance(r.variant, str) and "/" in r.variant:  # an evaluation variant
+            source = "evaluation seeds"
+            hit = evals[(evals["config"] == r.config) & (evals["folder"] == r.baseline)
+                        & (evals["epochs"] == 30)]
+            if len(hit):
+                sd, n = float(hit.iloc[0]["sd"]), int(hit.iloc[0]["eval_seeds"])
+        else:
+            source = "training seeds"
+            fam = seed_folder_family(r.baseline) if isinstance(r.baseline, str) else None
+            if fam is not None and (r.config, fam) in train.index:
+                row = train.loc[(r.config, fam)]
+                if int(row["seeds"]) > 1:
+                    sd, n = float(row["sd"]), int(row["seeds"])
+        sds.append(sd)
+        ns.append(n)
+        sources.append(source)
+        beyond.append(None if sd is None or pd.isna(r.effect)
+                      else bool(abs(r.effect) > NOISE_SDS * math.sqrt(2) * sd))
+    return df.assign(noise_sd=sds, noise_seeds=ns, noise_source=sources, beyond_noise=beyond)
 
 
 #: DataLens folders that are training seeds of one family (``seed_spread``, and the ε = 1

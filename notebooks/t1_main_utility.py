@@ -134,6 +134,13 @@ if len(at_scale):
 #    uses batch statistics (`datalens.sample_generator`). The paper text's ε = 10 settings
 #    differ from the README's, so they run as a variant.
 #
+# Each effect is one variant number minus one baseline number, so it is read against the noise
+# of such a difference (`book.gap_analysis`): a run variant against the spread of training seeds
+# of its baseline's family, an evaluation variant against the spread of evaluation seeds on
+# the same samples. *beyond_noise* marks an effect larger than 2 × √2 standard deviations of
+# that spread (`book.NOISE_SDS`), under the paper protocol; with two or three seeds the
+# standard deviation is itself rough, which the *noise_seeds* column states.
+#
 # The official partition also differs from ours. It draws n / 10 records of each class, taking
 # the classes in turn, cuts that sequence into one consecutive part per teacher, and wraps a
 # class that runs out back to its start: the first records of the
@@ -167,11 +174,22 @@ eval_spread = book.eval_seed_spread()
 display(eval_spread.round(4))
 gaps = book.gap_analysis()
 display(gaps[["explanation", "config", "baseline", "variant", "ours_baseline", "ours_variant",
-              "effect", "effect_clean", "status"]].round(4))
+              "effect", "effect_clean", "noise_sd", "noise_seeds", "noise_source",
+              "beyond_noise", "status"]].round(4))
+
+
+def noise_text(r) -> str:
+    if r.beyond_noise is None or pd.isna(r.beyond_noise):
+        return f"; its noise is not measured yet (fewer than 2 {r.noise_source})"
+    verdict = "beyond" if r.beyond_noise else "within"
+    return (f"; under the paper protocol {verdict} the noise of {r.noise_source} (sd "
+            f"{r.noise_sd:.4f} over {int(r.noise_seeds)})")
+
+
 measured = gaps.dropna(subset=["effect"])
 lines = [f"{r.explanation} ({r.config}): {r.effect:+.4f}"
          + (f" (clean protocol {r.effect_clean:+.4f})" if pd.notna(r.effect_clean) else "")
-         for r in measured.itertuples()]
+         + noise_text(r) for r in measured.itertuples()]
 multi = spread[spread["seeds"] > 1]
 lines += [f"training seeds of {r.config} ({r.family}): sd {r.sd:.4f} over {r.seeds} seeds, "
           f"max − mean {r.max - r.mean:+.4f}" for r in multi.itertuples()]

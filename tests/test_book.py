@@ -554,6 +554,31 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
         {"epochs": 30, "paper": 0.9, "clean": 0.9, "seed": 4, "lr": 0.001}))
     ev = book.eval_seed_spread(tmp_path)
     assert len(ev) == 1 and ev.iloc[0]["eval_seeds"] == 3 and ev.iloc[0]["max"] == 0.64
+    # each effect against its noise: a run variant against its baseline family's training
+    # seeds, an evaluation variant against its baseline samples' evaluation seeds
+    g = book.gap_analysis(tmp_path).set_index("variant")
+    slots = g.loc["paper-cpu-official-slots"]  # cpu family: 0.60, 0.64 -> sd 0.0283
+    assert slots["noise_source"] == "training seeds" and slots["noise_seeds"] == 2
+    assert slots["noise_sd"] == pytest.approx(0.04 / 2 ** 0.5)
+    assert slots["beyond_noise"] is False  # 0.06 <= 2 * sqrt(2) * 0.0283 = 0.08
+    lr = g.loc["paper-cpu-fast/eval-30ep-lr0.001.json"]  # eval seeds 0.60, 0.64, 0.56
+    assert lr["noise_source"] == "evaluation seeds" and lr["noise_seeds"] == 3
+    assert lr["noise_sd"] == pytest.approx(0.04) and lr["beyond_noise"] is False
+    alone = g.loc["paper-cpu-fast/samples-10k-eval-30ep.json"]  # one evaluation seed only
+    assert pd.isna(alone["noise_sd"]) and alone["beyond_noise"] is None
+    (padded / "run.json").write_text(json.dumps(rec))  # (eval_seed_spread reads runs)
+    for s, acc in ((0, 0.59), (1, 0.60), (2, 0.58)):  # fashion: sd 0.01
+        (padded / f"eval-30ep{f'-seed{s}' if s else ''}.json").write_text(json.dumps(
+            {"epochs": 30, "paper": acc, "clean": acc}))
+    g = book.gap_analysis(tmp_path).set_index("variant")
+    alone = g.loc["paper-cpu-fast/samples-10k-eval-30ep.json"]
+    assert alone["noise_sd"] == pytest.approx(0.01) and alone["beyond_noise"] is True
+    pad = g.loc["paper-cpu-fast/samples-10k-eval-600ep-padto100000.json"]
+    assert pad["beyond_noise"] is True  # -0.04 > 0.0283
+    run("paper-cpu-seed2", 0.50, seed=2)  # a third cpu seed widens the noise: sd 0.0721
+    assert book.gap_analysis(tmp_path).set_index("variant").loc[
+        "paper-cpu-official-slots", "noise_seeds"] == 3
+    assert book.NOISE_SDS == 2.0
 
 
 def test_committed_match_finds_the_setting_and_the_cpu_family_only_when_asked(tmp_path):
