@@ -277,10 +277,9 @@ def gap_analysis(root: Path | None = None) -> pd.DataFrame:
     return _with_noise(df, root)
 
 
-#: an effect (one variant number minus one baseline number) counts as beyond noise when it
-#: exceeds NOISE_SDS standard deviations of such a difference, sqrt(2) x the seed standard
-#: deviation (two independent single draws): about a 5 % two-sided level under normal noise
-NOISE_SDS = 2.0
+#: two-sided level at which an effect (one variant number minus one baseline number) counts
+#: as beyond noise (``_with_noise``)
+NOISE_LEVEL = 0.05
 
 
 def _with_noise(df: pd.DataFrame, root: Path | None) -> pd.DataFrame:
@@ -289,8 +288,14 @@ def _with_noise(df: pd.DataFrame, root: Path | None) -> pd.DataFrame:
     another training seed changes everything a variant run changes), an evaluation variant
     against the evaluation-seed spread of its baseline's samples (:func:`eval_seed_spread`:
     the same samples, another classifier seed). ``noise_sd`` and ``noise_seeds`` (None with
-    fewer than two seeds), ``noise_source``, and ``beyond_noise``: |effect| > NOISE_SDS x
-    sqrt(2) x noise_sd (None when either is missing)."""
+    fewer than two seeds), ``noise_source``, and ``beyond_noise`` (None when the effect or the
+    noise is missing): |effect| > t x sqrt(2) x noise_sd, t the two-sided :data:`NOISE_LEVEL`
+    quantile of Student's t with noise_seeds - 1 degrees of freedom. That is the test of "no
+    effect" for a difference of two single draws whose common standard deviation is estimated
+    from noise_seeds seeds under normal noise: with two seeds t is 12.7, with four 3.2, so a
+    rough standard deviation asks for a large effect."""
+    from scipy.stats import t as student_t
+
     train = seed_spread(root).set_index(["config", "family"])
     evals = eval_seed_spread(root)
     sds, ns, sources, beyond = [], [], [], []
@@ -312,8 +317,8 @@ def _with_noise(df: pd.DataFrame, root: Path | None) -> pd.DataFrame:
         sds.append(sd)
         ns.append(n)
         sources.append(source)
-        beyond.append(None if sd is None or pd.isna(r.effect)
-                      else bool(abs(r.effect) > NOISE_SDS * math.sqrt(2) * sd))
+        beyond.append(None if sd is None or n is None or pd.isna(r.effect) else bool(
+            abs(r.effect) > student_t.ppf(1 - NOISE_LEVEL / 2, n - 1) * math.sqrt(2) * sd))
     return df.assign(noise_sd=sds, noise_seeds=ns, noise_source=sources, beyond_noise=beyond)
 
 

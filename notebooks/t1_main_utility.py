@@ -137,9 +137,11 @@ if len(at_scale):
 # Each effect is one variant number minus one baseline number, so it is read against the noise
 # of such a difference (`book.gap_analysis`): a run variant against the spread of training seeds
 # of its baseline's family, an evaluation variant against the spread of evaluation seeds on
-# the same samples. *beyond_noise* marks an effect larger than 2 × √2 standard deviations of
-# that spread (`book.NOISE_SDS`), under the paper protocol; with two or three seeds the
-# standard deviation is itself rough, which the *noise_seeds* column states.
+# the same samples. *beyond_noise* marks an effect that a two-sided 5 % test of "no effect"
+# rejects, under the paper protocol: larger than t × √2 standard deviations of that spread, t
+# the quantile of Student's t with one degree of freedom fewer than *noise_seeds*
+# (`book.NOISE_LEVEL`). A standard deviation from two or three seeds is rough, and the test
+# then asks for a large effect (t = 12.7 with two seeds, 4.3 with three).
 #
 # The official partition also differs from ours. It draws n / 10 records of each class, taking
 # the classes in turn, cuts that sequence into one consecutive part per teacher, and wraps a
