@@ -8,6 +8,7 @@
 #   bash scripts/cpu_queue_pinned.sh     # all jobs, from a clean worktree pinned to HEAD
 #   bash scripts/cpu_queue.sh            # all jobs, from this checkout
 #   bash scripts/cpu_queue.sh 2          # only job 2 (1-based)
+#   bash scripts/cpu_queue.sh 42 32 43   # these jobs in this order (a failed one retried once)
 #
 # While this checkout is being edited, start it with scripts/cpu_queue_pinned.sh: records
 # written from an edited checkout carry "<sha>-dirty" and may have imported half-edited code.
@@ -650,10 +651,24 @@ run_lanes() {  # FIRST LAST: jobs FIRST..LAST (1-based, all lane_job) in LANES l
   rm -f "$counter" "$counter.lock"
 }
 
-if [[ $# -gt 0 ]]; then
-  if ! [[ $1 =~ ^[0-9]+$ ]] || (( $1 < 1 || $1 > ${#JOBS[@]} )); then
-    echo "usage: $0 [JOB], JOB in 1..${#JOBS[@]}" >&2; exit 2
+for n in "$@"; do
+  if ! [[ $n =~ ^[0-9]+$ ]] || (( n < 1 || n > ${#JOBS[@]} )); then
+    echo "usage: $0 [JOB ...], each JOB in 1..${#JOBS[@]}" >&2; exit 2
   fi
+done
+if [[ $# -gt 1 ]]; then
+  # several jobs, in the order given (the cells still missing, say), each in its own bash; a
+  # job that fails is retried once, after CPU_QUEUE_RETRY_S seconds (default 120), resuming
+  # from its checkpoints, then reported, and the list goes on. (2026-12-03: a test run beside
+  # a training job OOM-killed it and the memory guard then refused every job of the list
+  # within seconds, which a plain loop over the numbers turned into a list of failures.)
+  for n in "$@"; do
+    bash "$SELF" "$n" && continue
+    echo "[queue] job $n failed (exit $?); retrying in ${CPU_QUEUE_RETRY_S:-120} s"
+    sleep "${CPU_QUEUE_RETRY_S:-120}"
+    bash "$SELF" "$n" || echo "[queue] FAILED (exit $?): ${JOBS[$((n - 1))]}"
+  done
+elif [[ $# -eq 1 ]]; then
   run_job "${JOBS[$(($1 - 1))]}"
 else
   # each job in its own bash (set -e applies inside it): a failing job is reported and the

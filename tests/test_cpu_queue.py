@@ -460,3 +460,39 @@ def test_pinned_collect_copies_complete_records_only(tmp_path: Path):
     assert (got / "eval-30ep.json").read_text() == '{"paper": 0.4}'  # differs: left as it is
     assert "differs, left as it is here: data/results/dpgan/x/cpu/eval-30ep.json" in res.stdout
     assert "1 new record file(s)" in res.stdout
+
+
+def test_a_list_of_jobs_runs_in_its_order_and_a_failed_job_is_retried_once(queue_dir: Path):
+    """``cpu_queue.sh N M ...`` runs those jobs in the order given; a job that fails (here its
+    first training call, as a memory-guard refusal would) is retried once and then committed;
+    one that fails twice is reported and the list goes on; a bad number runs nothing."""
+    flaky = queue_dir / "flaky-dl"
+    flaky.write_text(
+        "#!/usr/bin/env bash\n"
+        # the first training call of paper-flaky fails; paper-broken's always fails
+        'if [[ $1 == train && " $* " == *paper-flaky* && ! -e "$LOG.failed" ]]; then\n'
+        '  touch "$LOG.failed"; echo refused >&2; exit 1; fi\n'
+        'if [[ $1 == train && " $* " == *paper-broken* ]]; then echo refused >&2; exit 1; fi\n'
+        f'exec "{queue_dir / "fake-dl"}" "$@"\n')
+    flaky.chmod(0o755)
+    jobs = ["datalens mnist-eps1 paper-flaky 1", "datalens mnist-eps1 paper-broken 1",
+            "datalens mnist-eps1 paper-plain 1"]
+    env = {**os.environ, "DL": str(flaky), "LOG": str(queue_dir / "dl.log"),
+           "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "\n".join(jobs), "CPU_QUEUE_RETRY_S": "0"}
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh", "3", "4"], cwd=queue_dir, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "usage" in res.stderr and not (queue_dir / "dl.log").exists()
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh", "3", "2", "1"], cwd=queue_dir,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    trains = [r[3].split("--out ")[1].split()[0] for r in _log(queue_dir)
+              if r[0] == "start" and r[3].startswith("train")]
+    # the fake logs a call only when it reaches the inner command: broken's calls never do
+    assert [t.rsplit("/", 1)[1] for t in trains] == ["paper-plain", "paper-flaky"]
+    assert "job 1 failed" in res.stdout and "job 2 failed" in res.stdout
+    failed = [line for line in res.stdout.splitlines() if line.startswith("[queue] FAILED")]
+    assert failed == ["[queue] FAILED (exit 1): datalens mnist-eps1 paper-broken 1"], failed
+    results = queue_dir / "data" / "results" / "datalens" / "mnist-eps1"
+    assert (results / "paper-plain" / "run.json").exists()
+    assert (results / "paper-flaky" / "run.json").exists()
+    assert not (results / "paper-broken").exists()
