@@ -293,9 +293,7 @@ def _with_noise(df: pd.DataFrame, root: Path | None) -> pd.DataFrame:
     quantile of Student's t with noise_seeds - 1 degrees of freedom. That is the test of "no
     effect" for a difference of two single draws whose common standard deviation is estimated
     from noise_seeds seeds under normal noise: with two seeds t is 12.7, with four 3.2, so a
-    rough standard deviation asks for a large effect."""
-    from scipy.stats import t as student_t
-
+    rough standard deviation asks for a large effect (:func:`beyond_noise`)."""
     train = seed_spread(root).set_index(["config", "family"])
     evals = eval_seed_spread(root)
     sds, ns, sources, beyond = [], [], [], []
@@ -317,9 +315,21 @@ def _with_noise(df: pd.DataFrame, root: Path | None) -> pd.DataFrame:
         sds.append(sd)
         ns.append(n)
         sources.append(source)
-        beyond.append(None if sd is None or n is None or pd.isna(r.effect) else bool(
-            abs(r.effect) > student_t.ppf(1 - NOISE_LEVEL / 2, n - 1) * math.sqrt(2) * sd))
+        beyond.append(beyond_noise(r.effect, sd, n))
     return df.assign(noise_sd=sds, noise_seeds=ns, noise_source=sources, beyond_noise=beyond)
+
+
+def beyond_noise(effect: float | None, sd: float | None, n: int | None) -> bool | None:
+    """Whether one number minus another (``effect``) is beyond noise of standard deviation
+    ``sd`` estimated from ``n`` seeds: |effect| > t x sqrt(2) x sd, t the two-sided
+    :data:`NOISE_LEVEL` quantile of Student's t with n - 1 degrees of freedom (the test of "no
+    effect" for a difference of two single draws under normal noise). None when the effect or
+    the noise is missing or ``n`` < 2."""
+    from scipy.stats import t as student_t
+
+    if effect is None or sd is None or n is None or pd.isna(effect) or pd.isna(sd) or n < 2:
+        return None
+    return bool(abs(effect) > student_t.ppf(1 - NOISE_LEVEL / 2, n - 1) * math.sqrt(2) * sd)
 
 
 #: DataLens folders that are training seeds of one family (``seed_spread``, and the ε = 1
@@ -1263,6 +1273,110 @@ def with_difference(df: pd.DataFrame) -> pd.DataFrame:
                                             col("family"), col("eval_epochs"), col("variant"),
                                             strict=True)]
     return df
+
+
+def setting_effects(df: pd.DataFrame, baselines: dict[tuple[Any, ...], str],
+                    group: tuple[str, ...] = ("dataset",),
+                    noise: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Each setting's effect beside the paper's, for a table of one method's settings
+    (``tab:components``: each ablation against the full method, Table 7; ``tab:hyperparam``:
+    each value against the paper's default, Table 4). Adds ``effect`` = ours − ours at the
+    baseline row and ``paper_effect`` = paper − paper at the baseline row (accuracy, not
+    points). ``baselines`` maps a group's key (its values of the ``group`` columns, in order)
+    to the ``parameter`` of its baseline row; a group without one gets None. A group may hold
+    its baseline once per run family (the table's shown row and, e.g., the CPU family's run of
+    the same setting added for this purpose): each row is measured against its own family's.
+
+    A CPU-family cell is not compared with the paper's number (:func:`with_difference`), but
+    the paper's claim about a setting is the difference it makes, and a difference of two runs
+    of one family is measured within that family. So ``effect`` is given only where the row
+    and its baseline are both paper-setting cells (:func:`results.compared_with_paper` of
+    ``profile``, ``eval_epochs`` and ``variant``, the family aside) of the same run
+    ``family`` (the ``family`` column); a reduced profile's cell is a pipeline check and gets
+    None. Each cell is the seed its row shows (usually one), so an effect smaller than the
+    training-seed spread is not a finding: with ``noise`` (:func:`seed_spread`'s table: the
+    spread of ``<dataset>-eps1``'s paper setting per family), ``noise_sd``, ``noise_seeds``
+    and ``beyond_noise`` (:func:`beyond_noise`) say which effects are."""
+    missing = [c for c in (*group, "parameter", "ours", "paper") if c not in df]
+    if missing:
+        raise ValueError(f"setting_effects needs the columns {missing}")
+    if not baselines:
+        raise ValueError("setting_effects needs a baseline parameter for at least one group")
+
+    def num(x: Any) -> float | None:
+        return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+    def _family(r: pd.Series) -> Any:
+        f = r.get("family")
+        return None if f is None or (isinstance(f, float) and math.isnan(f)) else f
+
+    def compared(r: pd.Series) -> bool:
+        return compared_with_paper(r.get("profile"), None, r.get("eval_epochs"),
+                                   r.get("variant"))
+
+    rows = [r for _, r in df.iterrows()]
+    anyone = object()  # the paper's effect needs a baseline row of any family
+    base: dict[tuple[Any, ...], pd.Series] = {}  # (group key, family) -> its baseline row
+    for r in rows:
+        key = tuple(r[g] for g in group)
+        if baselines.get(key) == r["parameter"]:
+            base.setdefault((key, _family(r)), r)
+            base.setdefault((key, anyone), r)
+    effect: list[float | None] = []
+    paper_effect: list[float | None] = []
+    for r in rows:
+        key = tuple(r[g] for g in group)
+        b_any, b = base.get((key, anyone)), base.get((key, _family(r)))
+        p = num(r["paper"])
+        pb = num(b_any["paper"]) if b_any is not None else None
+        paper_effect.append(p - pb if p is not None and pb is not None else None)
+        o = num(r["ours"])
+        ob = num(b["ours"]) if b is not None else None
+        effect.append(o - ob if o is not None and ob is not None
+                      and compared(r) and compared(b) else None)
+    out = df.copy()
+    out["effect"] = effect
+    out["paper_effect"] = paper_effect
+    if noise is not None:
+        spread = {(r.config, r.family): (float(r.sd), int(r.seeds))
+                  for r in noise.itertuples() if int(r.seeds) > 1}
+        found = [spread.get((f"{r['dataset']}-eps1", _family(r)), (None, None)) if e is not None
+                 else (None, None) for r, e in zip(rows, effect, strict=True)]
+        out["noise_sd"] = [sd for sd, _ in found]
+        out["noise_seeds"] = [n for _, n in found]
+        out["beyond_noise"] = [beyond_noise(e, sd, n)
+                               for e, (sd, n) in zip(effect, found, strict=True)]
+    return out
+
+
+def with_cpu_family_baselines(df: pd.DataFrame, baselines: dict[tuple[Any, ...], str],
+                              group: tuple[str, ...] = ("dataset",), seed: int = 0,
+                              root: Path | None = None) -> pd.DataFrame:
+    """``df`` plus, for each group whose baseline row (``baselines``, as in
+    :func:`setting_effects`) is the paper setting of ``<dataset>-eps1`` shown from another run
+    family, a copy of that row holding the CPU family's run of that setting at ``seed``: its
+    seed folder (:data:`SEED_FOLDERS`, ``paper-cpu-fast`` for seed 0, the CPU queue's settings,
+    as :func:`gap_analysis`'s baseline), so that :func:`setting_effects` measures the
+    CPU-family cells of Tables 4 and 7 against their own family's baseline. The copy's
+    ``parameter`` is the baseline's; the first column of ``group`` is the dataset."""
+    runs = [s for s in committed_runs(root) if seed_folder_family(s["run_dir"]) == "cpu"
+            and s["seed"] == seed and s.get("acc_paper") is not None]
+    extra = []
+    for key, parameter in baselines.items():
+        sel = pd.Series(True, index=df.index)
+        for g, v in zip(group, key, strict=True):
+            sel &= df[g] == v
+        shown = df[sel & (df["parameter"] == parameter)]
+        if shown.empty:
+            continue
+        row = shown.iloc[0].to_dict()
+        cpu = next((r for r in runs if r["config"] == f"{key[0]}-eps1"), None)
+        if cpu is None or row.get("family") == cpu["family"]:
+            continue
+        extra.append({**row, "profile": cpu["profile"], "family": cpu["family"],
+                      "eval_epochs": cpu.get("eval_epochs"), "ours": cpu["acc_paper"],
+                      "ours_clean": cpu["acc_clean"], "steps": cpu["steps"]})
+    return pd.concat([df, pd.DataFrame(extra)], ignore_index=True) if extra else df.copy()
 
 
 def shown_profile(summary: dict[str, Any]) -> tuple[str, str]:

@@ -40,6 +40,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from datalens_lib import book, store
+from datalens_lib.config import load_config
 
 
 def overrides(name, value):
@@ -109,3 +110,39 @@ for (ds, name), t in table.groupby(["dataset", "hyperparameter"]):
         best.append(f"{ds}/{name}: paper's best {paper_best:g}; ours mixes profiles or run "
                     f"families ({', '.join(kinds)}), so no best value is claimed")
 display(Markdown("; ".join(best) + "."))
+
+# %% [markdown]
+# **Each value's effect, ours beside the paper's.** As in T7, our paper-setting cells are the
+# CPU family and are compared within it: the effect of a value is its accuracy minus the
+# accuracy at the paper's default (k = 200, 4000 teachers, the config's β), in points, one
+# training seed per cell (`book.setting_effects`).
+
+# %%
+defaults = {(ds, name): f"{name}={getattr(load_config(f'{ds}-eps1'), name):g}"
+            for ds in datasets for name in grid}
+effects = book.setting_effects(
+    book.with_cpu_family_baselines(table, defaults, group=("dataset", "hyperparameter"),
+                                   seed=seed),
+    defaults, group=("dataset", "hyperparameter"), noise=book.seed_spread())
+shown_effects = effects.assign(
+    ours_points=lambda t: 100 * t["effect"].astype(float),
+    paper_points=lambda t: 100 * t["paper_effect"].astype(float),
+    noise_sd_points=lambda t: 100 * t["noise_sd"].astype(float),
+)[["dataset", "parameter", "profile", "family", "ours_points", "paper_points",
+    "noise_sd_points", "noise_seeds", "beyond_noise"]]
+display(shown_effects.round(1))
+measured = shown_effects.dropna(subset=["ours_points"])
+is_default = [defaults[(r.dataset, r.hyperparameter)] == r.parameter
+              for r in effects.loc[measured.index].itertuples()]
+measured = measured[[not x for x in is_default]]
+if measured.empty:
+    display(Markdown("No effect is measured at this profile: its cells are a pipeline check."))
+else:
+    same_sign = int(((measured["ours_points"] > 0) == (measured["paper_points"] > 0)).sum())
+    display(Markdown(
+        f"{len(measured)} value(s) other than the default are measured at the paper setting; "
+        f"{same_sign} move the accuracy in the paper's direction; "
+        f"{int((measured['beyond_noise'] == True).sum())} of the "  # noqa: E712
+        f"{int(measured['beyond_noise'].notna().sum())} with a noise estimate (two or more "
+        "training seeds of the family's default setting) are beyond that noise "
+        "(`book.beyond_noise`)."))

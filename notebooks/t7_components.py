@@ -101,3 +101,41 @@ for ds in datasets:
         f"{ds} at the {profile} profile: without top-k the budget allows "
         f"{int(t.loc['no top-k', 'steps_at_this_profile'])} generator steps against "
         f"{int(t.loc['full', 'steps_at_this_profile'])} for the full method."))
+
+# %% [markdown]
+# **Each component's effect, ours beside the paper's.** Our paper-setting cells on this CPU
+# are the CPU family (bfloat16 teacher Adam moments) and are not compared with the paper's
+# numbers, but the paper's claim is the *cost* of removing each component, and the difference
+# of two runs of one family is measured within it (`book.setting_effects`). Effects are in
+# points (ablation minus full); each cell is one training seed, read against the spread of the
+# family's full-setting seeds (`noise_sd_points`, `beyond_noise`).
+
+# %%
+full = {(ds,): "full" for ds in datasets}
+effects = book.setting_effects(book.with_cpu_family_baselines(table, full, seed=seed), full,
+                               noise=book.seed_spread())
+shown_effects = effects[effects.parameter != "full"].assign(
+    ours_points=lambda t: 100 * t["effect"].astype(float),
+    paper_points=lambda t: 100 * t["paper_effect"].astype(float),
+    noise_sd_points=lambda t: 100 * t["noise_sd"].astype(float),
+)[["dataset", "parameter", "profile", "family", "ours_points", "paper_points",
+    "noise_sd_points", "noise_seeds", "beyond_noise"]]
+display(shown_effects.round(1))
+measured = shown_effects.dropna(subset=["ours_points"])
+if measured.empty:
+    display(Markdown("No effect is measured at this profile: its cells are a pipeline check."))
+else:
+    same_sign = int((np.sign(measured["ours_points"]) == np.sign(measured["paper_points"])).sum())
+    ranked = []
+    for ds, t in measured.groupby("dataset"):
+        ours_worst = t.loc[t["ours_points"].idxmin(), "parameter"]
+        paper_worst = t.loc[t["paper_points"].idxmin(), "parameter"]
+        ranked.append(f"on {ds} the costliest removal is *{ours_worst}* here and "
+                      f"*{paper_worst}* in the paper")
+    display(Markdown(
+        f"{len(measured)} ablation effect(s) are measured at the paper setting; {same_sign} have "
+        f"the paper's sign; {'; '.join(ranked)}. "
+        f"{int((measured['beyond_noise'] == True).sum())} of the "  # noqa: E712
+        f"{int(measured['beyond_noise'].notna().sum())} with a noise estimate (two or more "
+        "training seeds of the family's full setting) are beyond that noise "
+        "(`book.beyond_noise`: with few seeds only a large effect is)."))

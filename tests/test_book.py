@@ -862,3 +862,61 @@ def test_committed_snapshot_is_the_t2_headline_cell(tmp_path):
     assert (s["run"], s["family"], s["acc_clean"]) == ("mnist-eps1/paper", "gpu",
                                                        pytest.approx(0.1))
     assert book.committed_snapshot("fashion-mnist-eps1", 0.2, tmp_path)["acc_paper"] == 0.5
+
+
+def test_setting_effects_within_one_family_at_the_paper_setting_only():
+    """tab:components / tab:hyperparam: a setting's effect (ours − ours at the baseline)
+    beside the paper's, given only for paper-setting cells of one run family."""
+    rows = [  # dataset, parameter, ours, paper, profile, family, eval_epochs
+        ("mnist", "full", 0.6377, 0.7123, "paper", "cpu", 30),
+        ("mnist", "no top-k", 0.4291, 0.517, "paper", "cpu", 30),
+        ("mnist", "no thresholding", 0.6349, 0.6361, "paper", "gpu", 30),  # other family
+        ("mnist", "no stochastic sign", 0.6369, 0.6741, "paper", "cpu", 10),  # short eval
+        ("fashion-mnist", "full", 0.30, 0.6478, "smoke", "gpu", 2),
+        ("fashion-mnist", "no top-k", 0.20, 0.4775, "smoke", "gpu", 2),
+        ("celeba-gender", "full", 0.7, 0.8, "paper", "gpu", 30),  # no baseline named
+    ]
+    df = pd.DataFrame(rows, columns=["dataset", "parameter", "ours", "paper", "profile",
+                                     "family", "eval_epochs"])
+    out = book.setting_effects(df, {("mnist",): "full", ("fashion-mnist",): "full"})
+    eff = {(r.dataset, r.parameter): (r.effect, r.paper_effect) for r in out.itertuples()}
+    assert eff[("mnist", "full")] == (0.0, 0.0)
+    assert eff[("mnist", "no top-k")][0] == pytest.approx(0.4291 - 0.6377)
+    assert eff[("mnist", "no top-k")][1] == pytest.approx(0.517 - 0.7123)
+    assert _none(eff[("mnist", "no thresholding")][0])
+    assert eff[("mnist", "no thresholding")][1] == pytest.approx(0.6361 - 0.7123)
+    assert _none(eff[("mnist", "no stochastic sign")][0])
+    # a smoke cell is a pipeline check: the paper's effect is shown, ours is not
+    assert _none(eff[("fashion-mnist", "no top-k")][0])
+    assert eff[("fashion-mnist", "no top-k")][1] == pytest.approx(0.4775 - 0.6478)
+    assert _none(eff[("celeba-gender", "full")][0]) and _none(eff[("celeba-gender", "full")][1])
+    # groups of two columns (tab:hyperparam: dataset and hyperparameter)
+    hp = pd.DataFrame([("mnist", "k", "k=200", 0.64, 0.71, "paper", "cpu", 30),
+                       ("mnist", "k", "k=300", 0.60, 0.68, "paper", "cpu", 30),
+                       ("mnist", "beta", "beta=0.7", 0.64, 0.71, "paper", "cpu", 30),
+                       ("mnist", "beta", "beta=0", 0.66, 0.64, "paper", "cpu", 30)],
+                      columns=["dataset", "hyperparameter", "parameter", "ours", "paper",
+                               "profile", "family", "eval_epochs"])
+    out = book.setting_effects(hp, {("mnist", "k"): "k=200", ("mnist", "beta"): "beta=0.7"},
+                               group=("dataset", "hyperparameter"))
+    got = dict(zip(out["parameter"], out["effect"], strict=True))
+    assert got["k=300"] == pytest.approx(-0.04) and got["beta=0"] == pytest.approx(0.02)
+    # read against the training-seed spread of the row's family (one number each side)
+    spread = pd.DataFrame([("mnist-eps1", "cpu", 4, 0.01), ("fashion-mnist-eps1", "gpu", 1, 0.0)],
+                          columns=["config", "family", "seeds", "sd"])
+    out = book.setting_effects(df, {("mnist",): "full", ("fashion-mnist",): "full"},
+                               noise=spread).set_index("parameter")
+    topk = out[out.dataset == "mnist"].loc["no top-k"]
+    assert topk.noise_sd == 0.01 and topk.noise_seeds == 4 and topk.beyond_noise is True
+    assert out[out.dataset == "mnist"].loc["full"].beyond_noise is False
+    assert out[out.dataset == "fashion-mnist"].loc["no top-k"].beyond_noise is None
+    assert not book.beyond_noise(0.04, 0.01, 2)  # t(1) = 12.7: two seeds ask for a lot
+    assert book.beyond_noise(0.05, 0.01, 4) and not book.beyond_noise(0.04, 0.01, 4)
+    with pytest.raises(ValueError, match="columns"):
+        book.setting_effects(df.drop(columns="ours"), {("mnist",): "full"})
+    with pytest.raises(ValueError, match="baseline"):
+        book.setting_effects(df, {})
+
+
+def _none(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
