@@ -1349,6 +1349,39 @@ def setting_effects(df: pd.DataFrame, baselines: dict[tuple[Any, ...], str],
     return out
 
 
+def effects_in_points(table: pd.DataFrame, baselines: dict[tuple[Any, ...], str],
+                      group: tuple[str, ...] = ("dataset",), seed: int = 0,
+                      root: Path | None = None) -> pd.DataFrame:
+    """T4's and T7's view of :func:`setting_effects`: the CPU family's baselines added
+    (:func:`with_cpu_family_baselines`), the training-seed noise of :func:`seed_spread`, the
+    baseline rows dropped, and the effects in points (``ours_points``, ``paper_points``,
+    ``noise_sd_points``)."""
+    eff = setting_effects(with_cpu_family_baselines(table, baselines, group, seed, root),
+                          baselines, group, noise=seed_spread(root))
+    is_base = [baselines.get(tuple(r[g] for g in group)) == r["parameter"]
+               for _, r in eff.iterrows()]
+    eff = eff[[not b for b in is_base]]
+    return eff.assign(
+        ours_points=100 * eff["effect"].astype(float),
+        paper_points=100 * eff["paper_effect"].astype(float),
+        noise_sd_points=100 * eff["noise_sd"].astype(float),
+    )[[*group, "parameter", "profile", "family", "ours_points", "paper_points",
+       "noise_sd_points", "noise_seeds", "beyond_noise"]]
+
+
+def effects_paragraph(points: pd.DataFrame, what: str = "setting") -> str:
+    """A paragraph on :func:`effects_in_points`'s table, generated from its numbers."""
+    measured = points.dropna(subset=["ours_points"])
+    if measured.empty:
+        return "No effect is measured at this profile: its cells are a pipeline check."
+    same = int(((measured["ours_points"] > 0) == (measured["paper_points"] > 0)).sum())
+    noisy = measured["beyond_noise"].dropna()
+    return (f"{len(measured)} {what} effect(s) are measured at the paper setting; {same} have "
+            f"the paper's sign; {int(noisy.astype(bool).sum())} of the {len(noisy)} with a "
+            "noise estimate (two or more training seeds of the family's baseline setting) are "
+            "beyond that noise (`book.beyond_noise`: with few seeds only a large effect is).")
+
+
 def with_cpu_family_baselines(df: pd.DataFrame, baselines: dict[tuple[Any, ...], str],
                               group: tuple[str, ...] = ("dataset",), seed: int = 0,
                               root: Path | None = None) -> pd.DataFrame:

@@ -120,29 +120,7 @@ display(Markdown("; ".join(best) + "."))
 # %%
 defaults = {(ds, name): f"{name}={getattr(load_config(f'{ds}-eps1'), name):g}"
             for ds in datasets for name in grid}
-effects = book.setting_effects(
-    book.with_cpu_family_baselines(table, defaults, group=("dataset", "hyperparameter"),
-                                   seed=seed),
-    defaults, group=("dataset", "hyperparameter"), noise=book.seed_spread())
-shown_effects = effects.assign(
-    ours_points=lambda t: 100 * t["effect"].astype(float),
-    paper_points=lambda t: 100 * t["paper_effect"].astype(float),
-    noise_sd_points=lambda t: 100 * t["noise_sd"].astype(float),
-)[["dataset", "parameter", "profile", "family", "ours_points", "paper_points",
-    "noise_sd_points", "noise_seeds", "beyond_noise"]]
-display(shown_effects.round(1))
-measured = shown_effects.dropna(subset=["ours_points"])
-is_default = [defaults[(r.dataset, r.hyperparameter)] == r.parameter
-              for r in effects.loc[measured.index].itertuples()]
-measured = measured[[not x for x in is_default]]
-if measured.empty:
-    display(Markdown("No effect is measured at this profile: its cells are a pipeline check."))
-else:
-    same_sign = int(((measured["ours_points"] > 0) == (measured["paper_points"] > 0)).sum())
-    display(Markdown(
-        f"{len(measured)} value(s) other than the default are measured at the paper setting; "
-        f"{same_sign} move the accuracy in the paper's direction; "
-        f"{int((measured['beyond_noise'] == True).sum())} of the "  # noqa: E712
-        f"{int(measured['beyond_noise'].notna().sum())} with a noise estimate (two or more "
-        "training seeds of the family's default setting) are beyond that noise "
-        "(`book.beyond_noise`)."))
+points = book.effects_in_points(table, defaults, group=("dataset", "hyperparameter"),
+                                seed=seed)
+display(points.round(1))
+display(Markdown(book.effects_paragraph(points, "value")))

@@ -112,30 +112,11 @@ for ds in datasets:
 
 # %%
 full = {(ds,): "full" for ds in datasets}
-effects = book.setting_effects(book.with_cpu_family_baselines(table, full, seed=seed), full,
-                               noise=book.seed_spread())
-shown_effects = effects[effects.parameter != "full"].assign(
-    ours_points=lambda t: 100 * t["effect"].astype(float),
-    paper_points=lambda t: 100 * t["paper_effect"].astype(float),
-    noise_sd_points=lambda t: 100 * t["noise_sd"].astype(float),
-)[["dataset", "parameter", "profile", "family", "ours_points", "paper_points",
-    "noise_sd_points", "noise_seeds", "beyond_noise"]]
-display(shown_effects.round(1))
-measured = shown_effects.dropna(subset=["ours_points"])
-if measured.empty:
-    display(Markdown("No effect is measured at this profile: its cells are a pipeline check."))
-else:
-    same_sign = int((np.sign(measured["ours_points"]) == np.sign(measured["paper_points"])).sum())
-    ranked = []
-    for ds, t in measured.groupby("dataset"):
-        ours_worst = t.loc[t["ours_points"].idxmin(), "parameter"]
-        paper_worst = t.loc[t["paper_points"].idxmin(), "parameter"]
-        ranked.append(f"on {ds} the costliest removal is *{ours_worst}* here and "
-                      f"*{paper_worst}* in the paper")
-    display(Markdown(
-        f"{len(measured)} ablation effect(s) are measured at the paper setting; {same_sign} have "
-        f"the paper's sign; {'; '.join(ranked)}. "
-        f"{int((measured['beyond_noise'] == True).sum())} of the "  # noqa: E712
-        f"{int(measured['beyond_noise'].notna().sum())} with a noise estimate (two or more "
-        "training seeds of the family's full setting) are beyond that noise "
-        "(`book.beyond_noise`: with few seeds only a large effect is)."))
+points = book.effects_in_points(table, full, seed=seed)
+display(points.round(1))
+measured = points.dropna(subset=["ours_points"])
+costliest = [f"{ds}: *{t.loc[t['ours_points'].idxmin(), 'parameter']}* here, "
+             f"*{t.loc[t['paper_points'].idxmin(), 'parameter']}* in the paper"
+             for ds, t in measured.groupby("dataset")]
+display(Markdown(book.effects_paragraph(points, "ablation")
+                 + (f" The costliest removal: {'; '.join(costliest)}." if costliest else "")))

@@ -864,7 +864,7 @@ def test_committed_snapshot_is_the_t2_headline_cell(tmp_path):
     assert book.committed_snapshot("fashion-mnist-eps1", 0.2, tmp_path)["acc_paper"] == 0.5
 
 
-def test_setting_effects_within_one_family_at_the_paper_setting_only():
+def test_setting_effects_within_one_family_at_the_paper_setting_only(tmp_path):
     """tab:components / tab:hyperparam: a setting's effect (ours − ours at the baseline)
     beside the paper's, given only for paper-setting cells of one run family."""
     rows = [  # dataset, parameter, ours, paper, profile, family, eval_epochs
@@ -912,6 +912,17 @@ def test_setting_effects_within_one_family_at_the_paper_setting_only():
     assert out[out.dataset == "fashion-mnist"].loc["no top-k"].beyond_noise is None
     assert not book.beyond_noise(0.04, 0.01, 2)  # t(1) = 12.7: two seeds ask for a lot
     assert book.beyond_noise(0.05, 0.01, 4) and not book.beyond_noise(0.04, 0.01, 4)
+    # the notebooks' view: baselines dropped, points, and its paragraph
+    points = book.effects_in_points(df, {("mnist",): "full", ("fashion-mnist",): "full"},
+                                    root=tmp_path)  # no committed runs: no CPU baselines added
+    assert list(points[points.parameter == "full"].dataset) == ["celeba-gender"]  # no baseline
+    assert points.set_index("parameter").loc["no top-k"].iloc[0].ours_points == \
+        pytest.approx(100 * (0.4291 - 0.6377))
+    text = book.effects_paragraph(points, "ablation")
+    assert text.startswith("1 ablation effect(s) are measured")
+    assert "1 have the paper's sign" in text
+    assert "0 of the 0 with a noise estimate" in text
+    assert "pipeline check" in book.effects_paragraph(points[points.dataset != "mnist"])
     with pytest.raises(ValueError, match="columns"):
         book.setting_effects(df.drop(columns="ours"), {("mnist",): "full"})
     with pytest.raises(ValueError, match="baseline"):
