@@ -352,15 +352,21 @@ def seed_spread(root: Path | None = None) -> pd.DataFrame:
     evaluated alike: ``gpu`` (folders ``paper``, ``paper-seed<S>``; 600-epoch evaluations)
     and ``cpu`` (``paper-cpu-fast``, ``paper-cpu-seed<S>``; the CPU queue's settings and
     30-epoch evaluations). Mean, standard deviation and max of the paper-protocol accuracy,
-    beside the paper's single number."""
+    beside the paper's single number, and whether that number is one our setting's runs
+    produce (:func:`one_run_interval`): ``interval_low`` / ``interval_high``, the two-sided
+    :data:`NOISE_LEVEL` prediction interval for one more training seed, and ``paper_inside``
+    (None with fewer than two seeds or no paper number). A paper number above the interval is
+    not explained by the training seed alone (issue 12, item 1)."""
     rows = []
     for s in committed_runs(root):
         fam = seed_folder_family(s["run_dir"])
         if fam is not None and s.get("acc_paper") is not None:
             rows.append({"config": s["config"], "family": fam, "dataset": s["dataset"],
                          "epsilon": s["epsilon"], "seed": s["seed"], "ours": s["acc_paper"]})
+    cols = ["config", "family", "seeds", "mean", "sd", "max", "paper", "interval_low",
+            "interval_high", "paper_inside"]
     if not rows:
-        return pd.DataFrame(columns=["config", "family", "seeds", "mean", "sd", "max", "paper"])
+        return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
     out = df.groupby(["config", "family", "dataset", "epsilon"])["ours"].agg(
         seeds="count", mean="mean", sd="std", max="max").reset_index()
@@ -368,7 +374,26 @@ def seed_spread(root: Path | None = None) -> pd.DataFrame:
     out["paper"] = [next((float(p.value) for p in paper.itertuples()
                           if p.dataset == r.dataset and float(p.epsilon) == float(r.epsilon)),
                          None) for r in out.itertuples()]
+    bounds = [one_run_interval(r.mean, r.sd, r.seeds) for r in out.itertuples()]
+    out["interval_low"] = [b[0] if b else None for b in bounds]
+    out["interval_high"] = [b[1] if b else None for b in bounds]
+    out["paper_inside"] = pd.Series(  # True / False / None: object dtype keeps the None
+        [None if b is None or r.paper is None or pd.isna(r.paper) else bool(b[0] <= r.paper <= b[1])
+         for b, r in zip(bounds, out.itertuples(), strict=True)], dtype=object, index=out.index)
     return out
+
+
+def one_run_interval(mean: float, sd: float | None, n: int) -> tuple[float, float] | None:
+    """The two-sided :data:`NOISE_LEVEL` prediction interval for one more draw from normal
+    noise whose mean and standard deviation were estimated from ``n`` draws: mean ± t x sd x
+    sqrt(1 + 1/n), t the Student's t quantile with n - 1 degrees of freedom. With three seeds
+    t is 4.3, so only a number far from ours falls outside. None with fewer than two draws."""
+    from scipy.stats import t as student_t
+
+    if sd is None or pd.isna(sd) or n < 2:
+        return None
+    half = float(student_t.ppf(1 - NOISE_LEVEL / 2, n - 1) * sd * math.sqrt(1 + 1 / n))
+    return mean - half, mean + half
 
 
 def eval_seed_spread(root: Path | None = None, method: str = "datalens") -> pd.DataFrame:

@@ -532,8 +532,14 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     assert sp["seeds"] == 3 and sp["mean"] == pytest.approx(0.70)
     assert sp["max"] == 0.72 and sp["sd"] == pytest.approx(0.02)
     assert sp["paper"] == 0.7123
+    # one more seed: 0.70 +- t(0.975, 2) 0.02 sqrt(4/3) = 0.70 +- 0.0994, the paper's inside
+    assert sp["interval_high"] == pytest.approx(0.70 + 4.3027 * 0.02 * (4 / 3) ** 0.5, abs=1e-4)
+    assert sp["interval_low"] == pytest.approx(0.70 - 4.3027 * 0.02 * (4 / 3) ** 0.5, abs=1e-4)
+    assert sp["paper_inside"] is True
     cpu = spread.loc[("mnist-eps1", "cpu")]  # paper-cpu-fast and paper-cpu-seed1, not variants
     assert cpu["seeds"] == 2 and cpu["mean"] == pytest.approx(0.62)
+    # two seeds 0.02 apart: 0.62 +- 12.706 0.0141 sqrt(1.5) = 0.62 +- 0.22, 0.7123 inside
+    assert cpu["paper_inside"] is True
     # the evaluation's own spread: other classifier seeds on the same samples, the lr variant
     # and a run evaluated once left out
     assert book.eval_seed_spread(tmp_path).empty
@@ -580,6 +586,38 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     assert book.gap_analysis(tmp_path).set_index("variant").loc[
         "paper-cpu-official-slots", "noise_seeds"] == 3
     assert book.NOISE_LEVEL == 0.05
+
+
+def test_seed_spread_says_whether_one_run_of_ours_reaches_the_paper(tmp_path):
+    """Issue 12, item 1: the paper's number against the prediction interval for one more
+    training seed of our setting (``book.one_run_interval``)."""
+    committed = Path(__file__).resolve().parents[1] / "data" / "results" / "datalens"
+    rec = json.loads((committed / "mnist-eps1" / "paper" / "run.json").read_text())
+    for s, acc in enumerate((0.60, 0.64, 0.62)):  # three seeds, sd 0.02
+        d = tmp_path / "datalens" / "mnist-eps1" / (f"paper-cpu-seed{s}" if s else "paper-cpu-fast")
+        d.mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps({**rec, "seed": s}))
+        (d / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": acc, "clean": acc}))
+
+    def cpu():
+        return book.seed_spread(tmp_path).set_index(["config", "family"]).loc[
+            ("mnist-eps1", "cpu")]
+
+    # 0.62 +- t(0.975, 2) 0.02 sqrt(4/3) = 0.62 +- 0.0994: the paper's 0.7123 is inside
+    assert cpu()["interval_high"] == pytest.approx(0.62 + 4.3027 * 0.02 * (4 / 3) ** 0.5,
+                                                   abs=1e-4)
+    assert cpu()["interval_low"] == pytest.approx(0.62 - 4.3027 * 0.02 * (4 / 3) ** 0.5,
+                                                  abs=1e-4)
+    assert cpu()["paper_inside"] is True
+    for s, acc in ((3, 0.61), (4, 0.63), (5, 0.62)):  # six seeds, sd 0.0141: up to 0.6593
+        d = tmp_path / "datalens" / "mnist-eps1" / f"paper-cpu-seed{s}"
+        d.mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps({**rec, "seed": s}))
+        (d / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": acc, "clean": acc}))
+    assert cpu()["interval_high"] == pytest.approx(0.6593, abs=1e-4)
+    assert cpu()["paper_inside"] is False
+    assert book.one_run_interval(0.6, None, 1) is None  # one seed: no interval
+    assert book.one_run_interval(0.6, 0.01, 1) is None
 
 
 def test_committed_match_finds_the_setting_and_the_cpu_family_only_when_asked(tmp_path):
