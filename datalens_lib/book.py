@@ -176,9 +176,11 @@ def committed_runs(root: Path | None = None, method: str = "datalens") -> list[d
 
 
 #: Candidate explanations of the gap to the paper (issue 12) measured as run variants: label,
-#: the variant folder's suffix, the configs it is queued for. The baseline of ``paper-cpu-X``
-#: is ``paper-cpu-fast`` (same CPU settings), of ``paper-X`` the GPU run ``paper``.
-GAP_RUN_VARIANTS = (
+#: the variant folder's suffix, the configs it is queued for, and optionally the baseline's
+#: suffix. The baseline of ``paper-cpu-X`` is ``paper-cpu-fast`` (same CPU settings), of
+#: ``paper-X`` the GPU run ``paper``; with a baseline suffix B, ``paper-cpu-B`` and
+#: ``paper-B``.
+GAP_RUN_VARIANTS: tuple[tuple[Any, ...], ...] = (
     ("official teacher slots: 50 initialisations, Adam state shared by 80 teachers",
      "official-slots", ("mnist-eps1",)),
     ("50 initialisations only (per-teacher Adam)", "init-slots", ("mnist-eps1",)),
@@ -188,6 +190,10 @@ GAP_RUN_VARIANTS = (
     # ledger a standard replace-one guarantee (data.partition; book/privacy.md)
     ("label-free teacher split (partition = shuffled: standard replace-one DP)", "shuffled",
      ("mnist-eps1",)),
+    # the CPU family keeps bfloat16 Adam moments so that 4000 teachers fit 24 GiB; at 2000
+    # float32 fits, so the precision is measured there (ensemble.StackedAdam)
+    ("Adam moments in float32, not bfloat16 (at 2000 teachers, where float32 fits the CPU)",
+     "teachers2000-float32", ("fashion-mnist-eps1",), "teachers2000"),
 )
 #: ... and as evaluation variants of one run's samples: label, record name, configs (other
 #: evaluation seeds of the same samples: :func:`eval_seed_spread`)
@@ -230,11 +236,13 @@ def gap_analysis(root: Path | None = None) -> pd.DataFrame:
     last epoch). Computed from the committed records only."""
     base_dir = (root or RESULTS_DIR) / "datalens"
     rows = []
-    for label, suffix, configs in GAP_RUN_VARIANTS:
+    for label, suffix, configs, *base_suffix in GAP_RUN_VARIANTS:
+        pairs = ((f"paper-cpu-{base_suffix[0]}", f"paper-cpu-{suffix}"),
+                 (f"paper-{base_suffix[0]}", f"paper-{suffix}")) if base_suffix else (
+            ("paper-cpu-fast", f"paper-cpu-{suffix}"), ("paper", f"paper-{suffix}"))
         for config in configs:
             found = False
-            for base_name, var_name in (("paper-cpu-fast", f"paper-cpu-{suffix}"),
-                                        ("paper", f"paper-{suffix}")):
+            for base_name, var_name in pairs:
                 var = base_dir / config / var_name
                 if not (var / "run.json").exists():
                     continue
@@ -285,7 +293,9 @@ NOISE_LEVEL = 0.05
 def _with_noise(df: pd.DataFrame, root: Path | None) -> pd.DataFrame:
     """``gap_analysis``'s rows with the noise their effect is to be read against: a run
     variant against the training-seed spread of its baseline's family (:func:`seed_spread`:
-    another training seed changes everything a variant run changes), an evaluation variant
+    another training seed changes everything a variant run changes; a baseline that is
+    itself a grid cell, ``paper-cpu-teachers2000``, takes its family's spread at the default
+    setting, the only one with seeds), an evaluation variant
     against the evaluation-seed spread of its baseline's samples (:func:`eval_seed_spread`:
     the same samples, another classifier seed). ``noise_sd`` and ``noise_seeds`` (None with
     fewer than two seeds), ``noise_source``, and ``beyond_noise`` (None when the effect or the
@@ -307,7 +317,9 @@ def _with_noise(df: pd.DataFrame, root: Path | None) -> pd.DataFrame:
                 sd, n = float(hit.iloc[0]["sd"]), int(hit.iloc[0]["eval_seeds"])
         else:
             source = "training seeds"
-            fam = seed_folder_family(r.baseline) if isinstance(r.baseline, str) else None
+            fam = (seed_folder_family(r.baseline)
+                   or ("cpu" if r.baseline.startswith("paper-cpu-") else "gpu")
+                   ) if isinstance(r.baseline, str) else None
             if fam is not None and (r.config, fam) in train.index:
                 row = train.loc[(r.config, fam)]
                 if int(row["seeds"]) > 1:

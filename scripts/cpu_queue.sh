@@ -284,6 +284,12 @@ JOBS=(
   # ours: the same cell with top-k within each layer (300 noiseless steps, one seed: flat 0.81,
   # per layer 0.91)
   "dpsgd normtopk 0.6 1.0 5 mnist layer"
+  # issue 12 (2026-12-04): the Adam moments' precision, a candidate for the Fashion-MNIST gap
+  # (the paper's 0.6478 is above the prediction interval of our three bfloat16 CPU seeds,
+  # book.seed_spread). float32 moments fit 24 GiB at 2000 teachers (~13.4 GB of weights and
+  # moments), so this is paper-teachers2000 exactly, against the bfloat16 paper-cpu-teachers2000
+  # (book.GAP_RUN_VARIANTS); ~1.2 h with its evaluation. Job 129: run it ahead of the grids
+  "datalens fashion-mnist-eps1 paper-cpu-teachers2000-float32 30 moment_dtype=float32 chunk=12 teachers=2000"
 )
 if [[ -n ${CPU_QUEUE_JOBS:-} ]]; then mapfile -t JOBS <<<"$CPU_QUEUE_JOBS"; fi
 

@@ -509,9 +509,9 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     assert lr["effect_clean"] == pytest.approx(0.55 - 0.50)  # the baseline's clean is 0.50
     queued = g[g.status.str.startswith("queued")]
     assert {"init-slots" in str(v) for v in queued.variant} == {False}  # nothing committed
-    # init-slots, text, shuffled split, 10k rows alone at 30 and 300 epochs, 10k padded with
-    # zero rows
-    assert len(queued) == 6
+    # init-slots, text, shuffled split, float32 moments, 10k rows alone at 30 and 300 epochs,
+    # 10k padded with zero rows
+    assert len(queued) == 7
     padded = tmp_path / "datalens" / "fashion-mnist-eps1" / "paper-cpu-fast"
     padded.mkdir(parents=True)
     (padded / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": 0.59}))
@@ -523,7 +523,7 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     alone = g[g.variant == "paper-cpu-fast/samples-10k-eval-30ep.json"].iloc[0]
     assert alone["explanation"].endswith("10k rows alone, 30 epochs")
     assert alone["effect"] == pytest.approx(-0.12)
-    assert len(g[g.status.str.startswith("queued")]) == 4  # the 300-epoch one still queued
+    assert len(g[g.status.str.startswith("queued")]) == 5  # the 300-epoch one still queued
     assert pad["config"] == "fashion-mnist-eps1" and pad["effect"] == pytest.approx(-0.04)
     assert pd.isna(pad["effect_clean"])  # neither record has a clean protocol
     run("paper-cpu-seed1", 0.64, seed=1)
@@ -585,6 +585,20 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     run("paper-cpu-seed2", 0.50, seed=2)  # a third cpu seed widens the noise: sd 0.0721
     assert book.gap_analysis(tmp_path).set_index("variant").loc[
         "paper-cpu-official-slots", "noise_seeds"] == 3
+    # a variant read against a grid cell of its own (float32 against bfloat16 moments, both
+    # at 2000 teachers), with the training-seed noise of its family (fashion cpu: one seed)
+    run("paper-cpu-teachers2000", 0.45, config="fashion-mnist-eps1")
+    run("paper-cpu-teachers2000-float32", 0.50, config="fashion-mnist-eps1")
+    run("paper-cpu-fast", 0.70, config="mnist-eps10")  # (not this variant's baseline)
+    f32 = book.gap_analysis(tmp_path).set_index("variant").loc["paper-cpu-teachers2000-float32"]
+    assert f32["baseline"] == "paper-cpu-teachers2000" and f32["status"] == "measured"
+    assert f32["effect"] == pytest.approx(0.05) and f32["config"] == "fashion-mnist-eps1"
+    assert f32["noise_source"] == "training seeds" and pd.isna(f32["noise_sd"])  # one seed
+    for s, acc in ((1, 0.60), (2, 0.62)):  # fashion cpu seeds 0.59 (eval), 0.60, 0.62
+        run(f"paper-cpu-seed{s}", acc, seed=s, config="fashion-mnist-eps1")
+    f32 = book.gap_analysis(tmp_path).set_index("variant").loc["paper-cpu-teachers2000-float32"]
+    assert f32["noise_seeds"] == 3 and f32["noise_sd"] == pytest.approx(0.0153, abs=1e-4)
+    assert f32["beyond_noise"] is False  # 0.05 <= t(0.975, 2) sqrt(2) 0.0153 = 0.093
     assert book.NOISE_LEVEL == 0.05
 
 
