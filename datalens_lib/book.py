@@ -317,9 +317,8 @@ def _with_noise(df: pd.DataFrame, root: Path | None) -> pd.DataFrame:
                 sd, n = float(hit.iloc[0]["sd"]), int(hit.iloc[0]["eval_seeds"])
         else:
             source = "training seeds"
-            fam = (seed_folder_family(r.baseline)
-                   or ("cpu" if r.baseline.startswith("paper-cpu-") else "gpu")
-                   ) if isinstance(r.baseline, str) else None
+            fam = (("cpu" if r.baseline.startswith("paper-cpu") else "gpu")
+                   if isinstance(r.baseline, str) else None)
             if fam is not None and (r.config, fam) in train.index:
                 row = train.loc[(r.config, fam)]
                 if int(row["seeds"]) > 1:
@@ -337,11 +336,17 @@ def beyond_noise(effect: float | None, sd: float | None, n: int | None) -> bool 
     :data:`NOISE_LEVEL` quantile of Student's t with n - 1 degrees of freedom (the test of "no
     effect" for a difference of two single draws under normal noise). None when the effect or
     the noise is missing or ``n`` < 2."""
-    from scipy.stats import t as student_t
-
     if effect is None or sd is None or n is None or pd.isna(effect) or pd.isna(sd) or n < 2:
         return None
-    return bool(abs(effect) > student_t.ppf(1 - NOISE_LEVEL / 2, n - 1) * math.sqrt(2) * sd)
+    return bool(abs(effect) > _noise_t(n) * math.sqrt(2) * sd)
+
+
+def _noise_t(n: int) -> float:
+    """The two-sided :data:`NOISE_LEVEL` quantile of Student's t with n - 1 degrees of freedom
+    (a standard deviation estimated from ``n`` seeds)."""
+    from scipy.stats import t as student_t
+
+    return float(student_t.ppf(1 - NOISE_LEVEL / 2, n - 1))
 
 
 #: DataLens folders that are training seeds of one family (``seed_spread``, and the ε = 1
@@ -400,11 +405,9 @@ def one_run_interval(mean: float, sd: float | None, n: int) -> tuple[float, floa
     noise whose mean and standard deviation were estimated from ``n`` draws: mean ± t x sd x
     sqrt(1 + 1/n), t the Student's t quantile with n - 1 degrees of freedom. With three seeds
     t is 4.3, so only a number far from ours falls outside. None with fewer than two draws."""
-    from scipy.stats import t as student_t
-
     if sd is None or pd.isna(sd) or n < 2:
         return None
-    half = float(student_t.ppf(1 - NOISE_LEVEL / 2, n - 1) * sd * math.sqrt(1 + 1 / n))
+    half = _noise_t(n) * sd * math.sqrt(1 + 1 / n)
     return mean - half, mean + half
 
 
