@@ -978,7 +978,13 @@ def committed_match(config: str, overrides: dict[str, Any] | None = None,
     ``overrides`` (compute-only keys such as ``chunk`` are ignored). ``cpu_family``: when no
     such run exists, accept the CPU family's run of the same setting (bfloat16 Adam moments,
     the only way 4000 teachers fit 24 GiB; its record says so), unless ``overrides`` name the
-    moments themselves."""
+    moments themselves.
+
+    A gap variant's run (:data:`GAP_RUN_VARIANTS`, e.g. ``paper-cpu-teachers2000-float32``) is
+    never a match: it answers one question of T1's gap analysis against its own baseline, and
+    as a grid cell it would replace the CPU family's cell of the same setting with another
+    family's (float32 moments are the GPU family, :func:`results.run_family`), whose baseline
+    has one training seed, so T4's effect of that value would lose its noise estimate."""
     found = _committed_match(config, overrides or {}, root)
     if found is None and cpu_family and "moment_dtype" not in (overrides or {}):
         found = _committed_match(config, {**(overrides or {}), "moment_dtype": "bfloat16"},
@@ -988,9 +994,18 @@ def committed_match(config: str, overrides: dict[str, Any] | None = None,
 
 def _committed_match(config: str, overrides: dict[str, Any],
                      root: Path | None) -> dict[str, Any] | None:
+    variants = gap_variant_folders(config)
     return next((s for s in committed_runs(root)
                  if s.get("config") == config and s["profile"] == "paper"
+                 and Path(s["run_dir"]).name not in variants
                  and run_matches(s, "datalens", overrides)), None)
+
+
+def gap_variant_folders(config: str) -> set[str]:
+    """The folder names :data:`GAP_RUN_VARIANTS` gives ``config``'s variant runs (both
+    families' spellings, ``paper-cpu-X`` and ``paper-X``)."""
+    return {f"{prefix}-{suffix}" for _, suffix, configs, *_ in GAP_RUN_VARIANTS
+            if config in configs for prefix in ("paper-cpu", "paper")}
 
 
 def committed_setting(method: str, config: str, overrides: dict[str, Any] | None = None,

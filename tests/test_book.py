@@ -660,6 +660,30 @@ def test_committed_match_finds_the_setting_and_the_cpu_family_only_when_asked(tm
     assert book.committed_match("mnist-eps1", {"k": 250}, tmp_path, cpu_family=True) is None
 
 
+def test_committed_match_never_shows_a_gap_variant_as_a_grid_cell(tmp_path):
+    """The float32-moment teachers = 2000 run is T1's gap variant: T4's cell of that value
+    stays the CPU family's bfloat16 run, so the grid is one family."""
+    committed = Path(__file__).resolve().parents[1] / "data" / "results" / "datalens"
+    rec = json.loads((committed / "fashion-mnist-eps1" / "paper" / "run.json").read_text())
+
+    def run(folder, acc, **cfg):
+        d = tmp_path / "datalens" / "fashion-mnist-eps1" / folder
+        d.mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps({**rec, "config": {**rec["config"], **cfg}}))
+        (d / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": acc,
+                                                      "clean": acc}))
+
+    run("paper-cpu-teachers2000", 0.44, teachers=2000, moment_dtype="bfloat16")
+    run("paper-cpu-teachers2000-float32", 0.47, teachers=2000, moment_dtype="float32")
+    assert "paper-cpu-teachers2000-float32" in book.gap_variant_folders("fashion-mnist-eps1")
+    assert book.committed_match("fashion-mnist-eps1", {"teachers": 2000}, tmp_path) is None
+    hit = book.committed_match("fashion-mnist-eps1", {"teachers": 2000}, tmp_path,
+                               cpu_family=True)
+    assert hit["run_dir"].endswith("paper-cpu-teachers2000") and hit["acc_paper"] == 0.44
+    # the same folder name is an ordinary cell of a config the variant is not queued for
+    assert book.gap_variant_folders("mnist-eps1").isdisjoint({"paper-cpu-teachers2000-float32"})
+
+
 def test_diverged_evaluations_lists_only_records_that_say_so(tmp_path):
     from datalens_lib.book import diverged_evaluations
 
