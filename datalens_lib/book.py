@@ -228,12 +228,46 @@ def _eval_protocols(path: Path) -> tuple[float | None, float | None]:
     return ev["paper"], ev.get("clean")
 
 
+def _mean_or_none(vals: list[float | None]) -> float | None:
+    """The mean of ``vals``; None when it is empty or holds a None."""
+    return None if not vals or None in vals else sum(vals) / len(vals)
+
+
+def _seed_folder(name: str, seed: int) -> str:
+    """The folder of training seed ``seed`` of the run in folder ``name``: ``name`` itself for
+    seed 0; the seed folders of :data:`SEED_FOLDERS` for the default setting's runs
+    (``paper-cpu-fast`` -> ``paper-cpu-seed<S>``, ``paper`` -> ``paper-seed<S>``); else
+    ``<name>-seed<S>``."""
+    if seed == 0:
+        return name
+    return {"paper-cpu-fast": f"paper-cpu-seed{seed}",
+            "paper": f"paper-seed{seed}"}.get(name, f"{name}-seed{seed}")
+
+
+def _variant_seeds(config_dir: Path, var_name: str) -> list[int]:
+    """The training seeds of a gap variant committed under ``config_dir``: 0 for ``var_name``
+    itself, S for ``<var_name>-seed<S>``."""
+    import re
+
+    seeds = [0] if (config_dir / var_name / "run.json").exists() else []
+    for run_json in config_dir.glob(f"{var_name}-seed*/run.json"):
+        hit = re.fullmatch(rf"{re.escape(var_name)}-seed(\d+)", run_json.parent.name)
+        if hit and int(hit.group(1)) > 0:
+            seeds.append(int(hit.group(1)))
+    return sorted(seeds)
+
+
 def gap_analysis(root: Path | None = None) -> pd.DataFrame:
     """Measured effects of the candidate explanations of why our cells sit under the paper's
     (issue 12): each variant against its baseline run (same evaluation length), or "queued"
     when its record is not committed yet. ``effect`` is under the paper protocol (best epoch
     on the test set, as the paper reports), ``effect_clean`` under the clean protocol (the
-    last epoch). Computed from the committed records only."""
+    last epoch). Computed from the committed records only.
+
+    A run variant may have more training seeds: ``<variant>-seed<S>`` is paired with its
+    baseline's seed ``S`` (:func:`_seed_folder`), and the row gives the means over the
+    ``seed_pairs`` measured pairs, so ``effect`` is the mean paired difference (read against
+    the noise with :func:`beyond_noise`'s ``pairs``)."""
     base_dir = (root or RESULTS_DIR) / "datalens"
     rows = []
     for label, suffix, configs, *base_suffix in GAP_RUN_VARIANTS:
@@ -243,20 +277,26 @@ def gap_analysis(root: Path | None = None) -> pd.DataFrame:
         for config in configs:
             found = False
             for base_name, var_name in pairs:
-                var = base_dir / config / var_name
-                if not (var / "run.json").exists():
+                seeds = _variant_seeds(base_dir / config, var_name)
+                if not seeds:
                     continue
-                ev = latest_eval(var)
-                base, base_clean = _eval_protocols(
-                    base_dir / config / base_name / f"eval-{ev['epochs']}ep.json") \
-                    if ev else (None, None)
                 found = True
+                measured = []  # (variant, clean variant, baseline, clean baseline) per seed
+                for seed in seeds:
+                    ev = latest_eval(base_dir / config / _seed_folder(var_name, seed))
+                    if ev is None:
+                        continue
+                    base, base_clean = _eval_protocols(
+                        base_dir / config / _seed_folder(base_name, seed)
+                        / f"eval-{ev['epochs']}ep.json")
+                    if base is not None:
+                        measured.append((ev["paper"], ev.get("clean"), base, base_clean))
+                means = [_mean_or_none([m[i] for m in measured]) for i in range(4)]
                 rows.append({"explanation": label, "config": config, "baseline": base_name,
-                             "variant": var_name, "ours_baseline": base,
-                             "ours_variant": ev["paper"] if ev else None,
-                             "clean_baseline": base_clean,
-                             "clean_variant": ev.get("clean") if ev else None,
-                             "status": "measured" if ev and base is not None else
+                             "variant": var_name, "seed_pairs": len(measured),
+                             "ours_baseline": means[2], "ours_variant": means[0],
+                             "clean_baseline": means[3], "clean_variant": means[1],
+                             "status": "measured" if measured else
                              "baseline or evaluation missing"})
             if not found:
                 rows.append({"explanation": label, "config": config, "baseline": None,
@@ -326,19 +366,29 @@ def _with_noise(df: pd.DataFrame, root: Path | None) -> pd.DataFrame:
         sds.append(sd)
         ns.append(n)
         sources.append(source)
-        beyond.append(beyond_noise(r.effect, sd, n))
+        pairs = getattr(r, "seed_pairs", None)
+        beyond.append(beyond_noise(r.effect, sd, n,
+                                   int(pairs) if pairs is not None and pd.notna(pairs)
+                                   and pairs > 0 else 1))
     return df.assign(noise_sd=sds, noise_seeds=ns, noise_source=sources, beyond_noise=beyond)
 
 
-def beyond_noise(effect: float | None, sd: float | None, n: int | None) -> bool | None:
+def beyond_noise(effect: float | None, sd: float | None, n: int | None,
+                 pairs: int = 1) -> bool | None:
     """Whether one number minus another (``effect``) is beyond noise of standard deviation
-    ``sd`` estimated from ``n`` seeds: |effect| > t x sqrt(2) x sd, t the two-sided
-    :data:`NOISE_LEVEL` quantile of Student's t with n - 1 degrees of freedom (the test of "no
-    effect" for a difference of two single draws under normal noise). None when the effect or
-    the noise is missing or ``n`` < 2."""
+    ``sd`` estimated from ``n`` seeds: |effect| > t x sqrt(2) x sd / sqrt(pairs), t the
+    two-sided :data:`NOISE_LEVEL` quantile of Student's t with n - 1 degrees of freedom (the
+    test of "no effect" for a difference of two single draws under normal noise; with
+    ``pairs`` > 1 the effect is a mean of that many independent such differences, e.g. a
+    variant and its baseline at each of several training seeds). Treating the two runs of a
+    pair as independent is conservative: runs sharing a seed are positively correlated, so
+    their difference varies less. None when the effect or the noise is missing or ``n`` <
+    2."""
+    if pairs < 1:
+        raise ValueError(f"pairs must be >= 1, got {pairs}")
     if effect is None or sd is None or n is None or pd.isna(effect) or pd.isna(sd) or n < 2:
         return None
-    return bool(abs(effect) > _noise_t(n) * math.sqrt(2) * sd)
+    return bool(abs(effect) > _noise_t(n) * math.sqrt(2) * sd / math.sqrt(pairs))
 
 
 def _noise_t(n: int) -> float:
@@ -994,18 +1044,25 @@ def committed_match(config: str, overrides: dict[str, Any] | None = None,
 
 def _committed_match(config: str, overrides: dict[str, Any],
                      root: Path | None) -> dict[str, Any] | None:
-    variants = gap_variant_folders(config)
     return next((s for s in committed_runs(root)
                  if s.get("config") == config and s["profile"] == "paper"
-                 and Path(s["run_dir"]).name not in variants
+                 and not is_gap_variant_folder(config, Path(s["run_dir"]).name)
                  and run_matches(s, "datalens", overrides)), None)
 
 
 def gap_variant_folders(config: str) -> set[str]:
     """The folder names :data:`GAP_RUN_VARIANTS` gives ``config``'s variant runs (both
-    families' spellings, ``paper-cpu-X`` and ``paper-X``)."""
+    families' spellings, ``paper-cpu-X`` and ``paper-X``; a further training seed's folder
+    ``<name>-seed<S>`` is :func:`is_gap_variant_folder`'s)."""
     return {f"{prefix}-{suffix}" for _, suffix, configs, *_ in GAP_RUN_VARIANTS
             if config in configs for prefix in ("paper-cpu", "paper")}
+
+
+def is_gap_variant_folder(config: str, name: str) -> bool:
+    """Whether folder ``name`` of ``config`` holds a gap variant's run, at any training seed."""
+    import re
+
+    return re.sub(r"-seed\d+$", "", name) in gap_variant_folders(config)
 
 
 def committed_setting(method: str, config: str, overrides: dict[str, Any] | None = None,

@@ -290,6 +290,12 @@ JOBS=(
   # moments), so this is paper-teachers2000 exactly, against the bfloat16 paper-cpu-teachers2000
   # (book.GAP_RUN_VARIANTS); ~1.2 h with its evaluation. Job 129: run it ahead of the grids
   "datalens fashion-mnist-eps1 paper-cpu-teachers2000-float32 30 moment_dtype=float32 chunk=12 teachers=2000"
+  # (2026-12-05) job 129 measured +2.8 points for float32, under one pair's noise threshold
+  # (3.4 points); a second seed of both sides makes it a paired mean over two training seeds
+  # (book.gap_analysis pairs <baseline>-seed<S> with <variant>-seed<S>), whose threshold is
+  # 1/sqrt(2) of one pair's. Jobs 130, 131: ~1.3 h together with their evaluations
+  "datalens fashion-mnist-eps1 paper-cpu-teachers2000-seed1 30 moment_dtype=bfloat16 chunk=12 teachers=2000 seed=1"
+  "datalens fashion-mnist-eps1 paper-cpu-teachers2000-float32-seed1 30 moment_dtype=float32 chunk=12 teachers=2000 seed=1"
 )
 if [[ -n ${CPU_QUEUE_JOBS:-} ]]; then mapfile -t JOBS <<<"$CPU_QUEUE_JOBS"; fi
 

@@ -599,7 +599,31 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     f32 = book.gap_analysis(tmp_path).set_index("variant").loc["paper-cpu-teachers2000-float32"]
     assert f32["noise_seeds"] == 3 and f32["noise_sd"] == pytest.approx(0.0153, abs=1e-4)
     assert f32["beyond_noise"] is False  # 0.05 <= t(0.975, 2) sqrt(2) 0.0153 = 0.093
+    assert f32["seed_pairs"] == 1
     assert book.NOISE_LEVEL == 0.05
+    # a second training seed of both sides: the mean paired difference, read against the
+    # noise of a mean of two differences (threshold 0.093 / sqrt(2) = 0.066)
+    run("paper-cpu-teachers2000-float32-seed1", 0.55, seed=1, config="fashion-mnist-eps1")
+    half = book.gap_analysis(tmp_path).set_index("variant").loc["paper-cpu-teachers2000-float32"]
+    assert half["seed_pairs"] == 1 and half["effect"] == pytest.approx(0.05)  # no baseline yet
+    run("paper-cpu-teachers2000-seed1", 0.46, seed=1, config="fashion-mnist-eps1")
+    f32 = book.gap_analysis(tmp_path).set_index("variant").loc["paper-cpu-teachers2000-float32"]
+    assert f32["seed_pairs"] == 2 and f32["effect"] == pytest.approx((0.05 + 0.09) / 2)
+    assert f32["ours_baseline"] == pytest.approx(0.455)
+    assert f32["effect_clean"] == pytest.approx(0.07)
+    assert f32["beyond_noise"] is True  # 0.07 > 0.066, though 0.07 < one pair's 0.093
+    assert book.beyond_noise(0.07, 0.0153, 3) is False
+    # the default setting's variants pair with the seed folders: official-slots seed 1
+    # against paper-cpu-seed1 (0.64 here)
+    run("paper-cpu-official-slots-seed1", 0.60, seed=1)
+    slots = book.gap_analysis(tmp_path).set_index("variant").loc["paper-cpu-official-slots"]
+    assert slots["seed_pairs"] == 2 and slots["effect"] == pytest.approx((0.06 - 0.04) / 2)
+    # neither further seed is a grid cell or a training seed of the default setting
+    assert book.is_gap_variant_folder("fashion-mnist-eps1", "paper-cpu-teachers2000-float32-seed1")
+    assert not book.is_gap_variant_folder("fashion-mnist-eps1", "paper-cpu-teachers2000-seed1")
+    assert book.seed_folder_family("paper-cpu-official-slots-seed1") is None
+    with pytest.raises(ValueError, match="pairs"):
+        book.beyond_noise(0.1, 0.01, 3, pairs=0)
 
 
 def test_seed_spread_says_whether_one_run_of_ours_reaches_the_paper(tmp_path):
