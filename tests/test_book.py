@@ -658,18 +658,25 @@ def test_seed_spread_says_whether_one_run_of_ours_reaches_the_paper(tmp_path):
     assert book.one_run_interval(0.6, 0.01, 1) is None
 
 
-def test_committed_match_finds_the_setting_and_the_cpu_family_only_when_asked(tmp_path):
-    """T4/T7 read a committed grid cell by its settings: a GPU (float32 moments) run first,
-    the CPU family's bfloat16-moment run only with cpu_family=True; other settings never."""
+def _committed_cell_writer(root: Path, config: str):
+    """A writer of committed-looking DataLens cells of ``config`` under ``root``: the committed
+    paper run's record with config overrides, and a 30-epoch evaluation."""
     committed = Path(__file__).resolve().parents[1] / "data" / "results" / "datalens"
-    rec = json.loads((committed / "mnist-eps1" / "paper" / "run.json").read_text())
+    rec = json.loads((committed / config / "paper" / "run.json").read_text())
 
     def run(folder, acc, **cfg):
-        d = tmp_path / "datalens" / "mnist-eps1" / folder
+        d = root / "datalens" / config / folder
         d.mkdir(parents=True)
         (d / "run.json").write_text(json.dumps({**rec, "config": {**rec["config"], **cfg}}))
         (d / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": acc,
                                                       "clean": acc}))
+    return run
+
+
+def test_committed_match_finds_the_setting_and_the_cpu_family_only_when_asked(tmp_path):
+    """T4/T7 read a committed grid cell by its settings: a GPU (float32 moments) run first,
+    the CPU family's bfloat16-moment run only with cpu_family=True; other settings never."""
+    run = _committed_cell_writer(tmp_path, "mnist-eps1")
 
     run("paper-k100", 0.5, k=100)
     run("paper-cpu-k300", 0.4, k=300, moment_dtype="bfloat16", chunk=12)
@@ -687,15 +694,7 @@ def test_committed_match_finds_the_setting_and_the_cpu_family_only_when_asked(tm
 def test_committed_match_never_shows_a_gap_variant_as_a_grid_cell(tmp_path):
     """The float32-moment teachers = 2000 run is T1's gap variant: T4's cell of that value
     stays the CPU family's bfloat16 run, so the grid is one family."""
-    committed = Path(__file__).resolve().parents[1] / "data" / "results" / "datalens"
-    rec = json.loads((committed / "fashion-mnist-eps1" / "paper" / "run.json").read_text())
-
-    def run(folder, acc, **cfg):
-        d = tmp_path / "datalens" / "fashion-mnist-eps1" / folder
-        d.mkdir(parents=True)
-        (d / "run.json").write_text(json.dumps({**rec, "config": {**rec["config"], **cfg}}))
-        (d / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": acc,
-                                                      "clean": acc}))
+    run = _committed_cell_writer(tmp_path, "fashion-mnist-eps1")
 
     run("paper-cpu-teachers2000", 0.44, teachers=2000, moment_dtype="bfloat16")
     run("paper-cpu-teachers2000-float32", 0.47, teachers=2000, moment_dtype="float32")
