@@ -282,6 +282,7 @@ def gap_analysis(root: Path | None = None) -> pd.DataFrame:
                     continue
                 found = True
                 measured = []  # (variant, clean variant, baseline, clean baseline) per seed
+                alone = []  # the same for a seed whose baseline is missing (baselines None)
                 for seed in seeds:
                     ev = latest_eval(base_dir / config / _seed_folder(var_name, seed))
                     if ev is None:
@@ -289,9 +290,10 @@ def gap_analysis(root: Path | None = None) -> pd.DataFrame:
                     base, base_clean = _eval_protocols(
                         base_dir / config / _seed_folder(base_name, seed)
                         / f"eval-{ev['epochs']}ep.json")
-                    if base is not None:
-                        measured.append((ev["paper"], ev.get("clean"), base, base_clean))
-                means = [_mean_or_none([m[i] for m in measured]) for i in range(4)]
+                    (measured if base is not None else alone).append(
+                        (ev["paper"], ev.get("clean"), base, base_clean))
+                # the variant's own number is shown while its baseline is still queued
+                means = [_mean_or_none([m[i] for m in measured or alone]) for i in range(4)]
                 rows.append({"explanation": label, "config": config, "baseline": base_name,
                              "variant": var_name, "seed_pairs": len(measured),
                              "ours_baseline": means[2], "ours_variant": means[0],

@@ -1030,3 +1030,17 @@ def test_setting_effects_within_one_family_at_the_paper_setting_only(tmp_path):
 
 def _none(x) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def test_gap_analysis_shows_a_variant_whose_baseline_is_still_queued(tmp_path):
+    """The text settings' eps = 10 run landed before its CPU baseline: its number is shown,
+    no effect is claimed, and it counts no seed pair."""
+    run = _committed_cell_writer(tmp_path, "mnist-eps10")
+    run("paper-cpu-text-k350-s900", 0.75, k=350, sigma=900)
+    text = book.gap_analysis(tmp_path).set_index("variant").loc["paper-cpu-text-k350-s900"]
+    assert text["status"] == "baseline or evaluation missing" and text["seed_pairs"] == 0
+    assert text["ours_variant"] == 0.75 and pd.isna(text["ours_baseline"])
+    assert pd.isna(text["effect"]) and text["beyond_noise"] is None
+    run("paper-cpu-fast", 0.70)
+    text = book.gap_analysis(tmp_path).set_index("variant").loc["paper-cpu-text-k350-s900"]
+    assert text["status"] == "measured" and text["effect"] == pytest.approx(0.05)
