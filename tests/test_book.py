@@ -611,8 +611,13 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     assert f32["seed_pairs"] == 2 and f32["effect"] == pytest.approx((0.05 + 0.09) / 2)
     assert f32["ours_baseline"] == pytest.approx(0.455)
     assert f32["effect_clean"] == pytest.approx(0.07)
-    assert f32["beyond_noise"] is True  # 0.07 > 0.066, though 0.07 < one pair's 0.093
-    assert book.beyond_noise(0.07, 0.0153, 3) is False
+    # the baseline setting now has two seeds of its own (0.45, 0.46): its spread, not the
+    # default setting's, is the noise; t(0.975, 1) sqrt(2) 0.00707 / sqrt(2) = 0.0898 > 0.07
+    assert f32["noise_source"] == "training seeds of the baseline setting"
+    assert f32["noise_seeds"] == 2 and f32["noise_sd"] == pytest.approx(0.01 / 2 ** 0.5)
+    assert f32["beyond_noise"] is False
+    assert book.beyond_noise(0.07, 0.0153, 3, pairs=2) is True  # the default's: 0.066
+    assert book.beyond_noise(0.07, 0.0153, 3) is False  # one pair: 0.093
     # the default setting's variants pair with the seed folders: official-slots seed 1
     # against paper-cpu-seed1 (0.64 here)
     run("paper-cpu-official-slots-seed1", 0.60, seed=1)
