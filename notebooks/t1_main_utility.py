@@ -140,7 +140,9 @@ if len(at_scale):
 # 5. **Adam moments' precision (ours).** Every CPU cell keeps the 4000 teachers' Adam moments
 #    in bfloat16 so that they fit in 24 GiB (`datalens_lib.ensemble`); the paper's code keeps
 #    float32. At 2000 teachers float32 fits, so the precision is measured there on
-#    Fashion-MNIST, against the bfloat16 cell of the same setting.
+#    Fashion-MNIST, against the bfloat16 cell of the same setting, each side at the same
+#    training seeds (queue jobs 129-131). The noise is that setting's own seed spread, larger at
+#    2000 teachers than at 4000.
 #
 # Each effect is one variant number minus one baseline number, so it is read against the noise
 # of such a difference (`book.gap_analysis`): a run variant against the spread of training seeds
