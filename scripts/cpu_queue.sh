@@ -292,8 +292,8 @@ JOBS=(
   "datalens fashion-mnist-eps1 paper-cpu-teachers2000-float32 30 moment_dtype=float32 chunk=12 teachers=2000"
   # (2026-12-05) job 129 measured +2.8 points for float32, under one pair's noise threshold
   # (3.4 points); a second seed of both sides makes it a paired mean over two training seeds
-  # (book.gap_analysis pairs <baseline>-seed<S> with <variant>-seed<S>), whose threshold is
-  # 1/sqrt(2) of one pair's. Jobs 130, 131: ~1.3 h together with their evaluations
+  # (book.gap_analysis pairs <baseline>-seed<S> with <variant>-seed<S>; with two seeds of the
+  # baseline setting its own spread is the noise). Jobs 130, 131: ~1.3 h with their evaluations
   "datalens fashion-mnist-eps1 paper-cpu-teachers2000-seed1 30 moment_dtype=bfloat16 chunk=12 teachers=2000 seed=1"
   "datalens fashion-mnist-eps1 paper-cpu-teachers2000-float32-seed1 30 moment_dtype=float32 chunk=12 teachers=2000 seed=1"
 )
