@@ -52,8 +52,9 @@ with store.Timer() as timer:
             need = book.data_status(ds)
             if need or config not in book.available_configs():
                 why = need or "no official configuration for this dataset"
-                rows.append({"dataset": ds, "epsilon": eps, "profile": "-", "ours": None,
-                             "ours_clean": None, "steps": None, "status": why})
+                rows.append({"dataset": ds, "epsilon": eps, "profile": "-", "family": None,
+                             "eval_epochs": None, "ours": None, "ours_clean": None,
+                             "steps": None, "status": why})
                 continue
             mine = book.run_datalens(config, profile, seed=seed, device=device)
             shown = book.best_of(mine, book.committed_match(config))
