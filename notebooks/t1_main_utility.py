@@ -147,8 +147,9 @@ if len(at_scale):
 #
 # Each effect is one variant number minus one baseline number, so it is read against the noise
 # of such a difference (`book.gap_analysis`): a run variant against the spread of training seeds
-# of its baseline's family, an evaluation variant against the spread of evaluation seeds on
-# the same samples. *beyond_noise* marks an effect that a two-sided 5 % test of "no effect"
+# of its baseline's setting where that setting has two or more committed seeds (a grid cell's
+# spread can differ from the default setting's: item 5), else of its baseline's family; an
+# evaluation variant against the spread of evaluation seeds on the same samples. *beyond_noise* marks an effect that a two-sided 5 % test of "no effect"
 # rejects, under the paper protocol: larger than t × √2 standard deviations of that spread, t
 # the quantile of Student's t with one degree of freedom fewer than *noise_seeds*
 # (`book.NOISE_LEVEL`). A standard deviation from two or three seeds is rough, and the test
