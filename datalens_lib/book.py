@@ -195,6 +195,9 @@ GAP_RUN_VARIANTS: tuple[tuple[Any, ...], ...] = (
     ("Adam moments in float32, not bfloat16 (at 2000 teachers, where float32 fits the CPU)",
      "teachers2000-float32", ("fashion-mnist-eps1",), "teachers2000"),
 )
+#: run variants of :data:`GAP_RUN_VARIANTS` that are not candidate explanations of the gap but
+#: measure a price (of soundness): :func:`gap_verdict` leaves them out of its answer
+NOT_GAP_CANDIDATES = ("shuffled",)
 #: ... and as evaluation variants of one run's samples: label, record name, configs (other
 #: evaluation seeds of the same samples: :func:`eval_seed_spread`)
 GAP_EVAL_VARIANTS = (
@@ -286,6 +289,7 @@ def gap_analysis(root: Path | None = None) -> pd.DataFrame:
         pairs = ((f"paper-cpu-{base_suffix[0]}", f"paper-cpu-{suffix}"),
                  (f"paper-{base_suffix[0]}", f"paper-{suffix}")) if base_suffix else (
             ("paper-cpu-fast", f"paper-cpu-{suffix}"), ("paper", f"paper-{suffix}"))
+        candidate = suffix not in NOT_GAP_CANDIDATES
         for config in configs:
             found = False
             for base_name, var_name in pairs:
@@ -306,15 +310,17 @@ def gap_analysis(root: Path | None = None) -> pd.DataFrame:
                         (ev["paper"], ev.get("clean"), base, base_clean))
                 # the variant's own number is shown while its baseline is still queued
                 means = [_mean_or_none([m[i] for m in measured or alone]) for i in range(4)]
-                rows.append({"explanation": label, "config": config, "baseline": base_name,
-                             "variant": var_name, "seed_pairs": len(measured),
+                rows.append({"explanation": label, "config": config, "candidate": candidate,
+                             "baseline": base_name, "variant": var_name,
+                             "seed_pairs": len(measured),
                              "ours_baseline": means[2], "ours_variant": means[0],
                              "clean_baseline": means[3], "clean_variant": means[1],
                              "status": "measured" if measured else
                              "baseline or evaluation missing"})
             if not found:
-                rows.append({"explanation": label, "config": config, "baseline": None,
-                             "variant": None, "ours_baseline": None, "ours_variant": None,
+                rows.append({"explanation": label, "config": config, "candidate": candidate,
+                             "baseline": None, "variant": None, "ours_baseline": None,
+                             "ours_variant": None,
                              "status": "queued (scripts/cpu_queue.sh, scripts/gpu_queue.sh)"})
     for label, name, configs in GAP_EVAL_VARIANTS:
         for config in configs:
@@ -322,14 +328,15 @@ def gap_analysis(root: Path | None = None) -> pd.DataFrame:
             for h in hits:
                 base, base_clean = _eval_protocols(h.parent / "eval-30ep.json")
                 var, var_clean = _eval_protocols(h)
-                rows.append({"explanation": label, "config": config, "baseline": h.parent.name,
+                rows.append({"explanation": label, "config": config, "candidate": True,
+                             "baseline": h.parent.name,
                              "variant": f"{h.parent.name}/{name}", "ours_baseline": base,
                              "ours_variant": var, "clean_baseline": base_clean,
                              "clean_variant": var_clean, "status": "measured"})
             if not hits:
-                rows.append({"explanation": label, "config": config, "baseline": None,
-                             "variant": None, "ours_baseline": None, "ours_variant": None,
-                             "status": "queued (scripts/cpu_queue.sh)"})
+                rows.append({"explanation": label, "config": config, "candidate": True,
+                             "baseline": None, "variant": None, "ours_baseline": None,
+                             "ours_variant": None, "status": "queued (scripts/cpu_queue.sh)"})
     df = pd.DataFrame(rows)
     for col, var, base in (("effect", "ours_variant", "ours_baseline"),
                            ("effect_clean", "clean_variant", "clean_baseline")):
@@ -484,6 +491,75 @@ def one_run_interval(mean: float, sd: float | None, n: int) -> tuple[float, floa
         return None
     half = _noise_t(n) * sd * math.sqrt(1 + 1 / n)
     return mean - half, mean + half
+
+
+def gap_verdict(gaps: pd.DataFrame, spread: pd.DataFrame) -> str:
+    """The answer so far to "why do our cells sit under the paper's?" (issue 12), in words, from
+    :func:`gap_analysis`'s and :func:`seed_spread`'s tables (nothing else is read).
+
+    For each main cell with two or more training seeds, how far the paper's number sits from
+    our mean, and whether it falls inside our prediction interval for one more run. Each
+    measured candidate (rows whose ``candidate`` is False, the variants of
+    :data:`NOT_GAP_CANDIDATES`, left out) is sorted by
+    what it does under the paper protocol: beyond the noise and raising our number (doing it
+    the official way closes part of the gap), beyond the noise and lowering it, or within the
+    noise (no effect shown, none excluded either). A positive effect is also given as a share
+    of its cell's gap (the paper's number minus our mean, in the baseline's run family).
+    Candidates without a measured effect are counted as open."""
+    lines = []
+    gap_of: dict[tuple[str, str], float] = {}  # (config, family): paper - our mean
+    for r in spread.itertuples():
+        if r.seeds < 2 or r.paper is None or pd.isna(r.paper):
+            continue
+        gap = float(r.paper - r.mean)
+        gap_of[(r.config, r.family)] = gap
+        where = ("inside" if r.paper_inside else "outside") if r.paper_inside is not None \
+            else "not comparable with"
+        lines.append(f"{r.config} ({r.family} family): the paper's {r.paper:.4f} sits "
+                     f"{abs(gap):.4f} {'above' if gap >= 0 else 'below'} our mean over "
+                     f"{r.seeds} training seeds, {where} our 95 % interval for one more run"
+                     + {"inside": " (the training seed alone can account for it)",
+                        "outside": " (the training seed alone does not account for it)"}.get(
+                            where, ""))
+    cand = gaps[gaps["candidate"].astype(bool)] if len(gaps) else gaps
+    measured = cand[cand["effect"].notna()] if len(cand) else cand
+    raises, lowers, within, unknown = [], [], [], []
+    for r in measured.itertuples():
+        fam = (("cpu" if r.baseline.startswith("paper-cpu") else "gpu")
+               if isinstance(r.baseline, str) else None)
+        gap = gap_of.get((r.config, fam))
+        share = (f", {r.effect / gap:.0%} of the gap of {r.config}'s main cell"
+                 if gap is not None and gap > 0 and r.effect > 0 else "")
+        what = f"{r.explanation} ({r.config}, {r.effect:+.4f}{share})"
+        if r.beyond_noise is None or pd.isna(r.beyond_noise):
+            unknown.append(what)
+        elif not r.beyond_noise:
+            within.append(what)
+        elif r.effect > 0:
+            raises.append(what)
+        else:
+            lowers.append(what)
+    open_ = len(cand) - len(measured)
+    text = "**The answer so far.** "
+    text += ("; ".join(lines) + ". ") if lines else (
+        "No main cell has two training seeds yet, so the seed spread is unknown. ")
+    if raises:
+        text += ("Beyond the noise and raising our number (the official way closes part of "
+                 "the gap): " + "; ".join(raises) + ". ")
+    else:
+        text += ("No measured candidate raises our number by more than the noise, so none "
+                 "of them explains the gap on its own. " if len(measured) else
+                 "No candidate is measured yet. ")
+    if lowers:
+        text += "Beyond the noise but lowering our number: " + "; ".join(lowers) + ". "
+    if within:
+        text += ("Within the noise (not told apart from the seed spread with the seeds we "
+                 "have, which is not the same as no effect): " + "; ".join(within) + ". ")
+    if unknown:
+        text += "Measured, noise not yet known: " + "; ".join(unknown) + ". "
+    text += (f"{open_} candidate measurement(s) are still open (queued)." if open_ else
+             "Every candidate listed is measured.")
+    return text
 
 
 def eval_seed_spread(root: Path | None = None, method: str = "datalens") -> pd.DataFrame:

@@ -149,13 +149,18 @@ if len(at_scale):
 # of such a difference (`book.gap_analysis`): a run variant against the spread of training seeds
 # of its baseline's setting where that setting has two or more committed seeds (a grid cell's
 # spread can differ from the default setting's: item 5), else of its baseline's family; an
-# evaluation variant against the spread of evaluation seeds on the same samples. *beyond_noise* marks an effect that a two-sided 5 % test of "no effect"
-# rejects, under the paper protocol: larger than t × √2 standard deviations of that spread, t
+# evaluation variant against the spread of evaluation seeds on the same samples.
+# *beyond_noise* marks an effect that a two-sided 5 % test of "no effect" rejects, under the
+# paper protocol: larger than t × √2 standard deviations of that spread, t
 # the quantile of Student's t with one degree of freedom fewer than *noise_seeds*
 # (`book.NOISE_LEVEL`). A standard deviation from two or three seeds is rough, and the test
 # then asks for a large effect (t = 12.7 with two seeds, 4.3 with three). A variant run at
 # more than one training seed, each beside its baseline at the same seed (*seed_pairs*), gives
-# the mean of those differences, and the threshold shrinks by √(seed_pairs).
+# the mean of those differences, and the threshold shrinks by √(seed_pairs). The last
+# paragraph of this section, *the answer so far*, sorts the measured candidates by what they
+# do (`book.gap_verdict`): beyond the noise and raising our number (the official way closes
+# part of the gap, given as a share of that cell's gap), beyond it and lowering our number,
+# or within it. The label-free split is not a candidate but the price of soundness.
 #
 # The official partition also differs from ours. It draws n / 10 records of each class, taking
 # the classes in turn, cuts that sequence into one consecutive part per teacher, and wraps a
@@ -238,6 +243,7 @@ few = int((spread["seeds"] < 3).sum())
 text += (f", and {few} of the {len(spread)} main cells (per run family) have fewer than 3 "
          "training seeds." if len(spread) else ".")
 display(Markdown(text))
+display(Markdown(book.gap_verdict(gaps, spread)))
 
 # %% [markdown]
 # ## Every committed run, and where it ran

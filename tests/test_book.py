@@ -512,6 +512,9 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     # init-slots, text, shuffled split, float32 moments, 10k rows alone at 30 and 300 epochs,
     # 10k padded with zero rows
     assert len(queued) == 7
+    # the label-free split measures the price of soundness, not a gap candidate
+    assert list(g[g.explanation.str.startswith("label-free")].candidate) == [False]
+    assert g[~g.explanation.str.startswith("label-free")].candidate.all()
     padded = tmp_path / "datalens" / "fashion-mnist-eps1" / "paper-cpu-fast"
     padded.mkdir(parents=True)
     (padded / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": 0.59}))
@@ -629,6 +632,52 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     assert book.seed_folder_family("paper-cpu-official-slots-seed1") is None
     with pytest.raises(ValueError, match="pairs"):
         book.beyond_noise(0.1, 0.01, 3, pairs=0)
+
+
+def test_gap_verdict_sorts_the_measured_candidates_by_what_they_do():
+    """T1's answer: a candidate beyond the noise that raises ours closes part of the gap (its
+    share of the gap of its run family's main cell), one that lowers ours and one within the
+    noise are named as such; a price-of-soundness variant is no candidate; unmeasured ones
+    are counted as open."""
+    spread = pd.DataFrame([
+        {"config": "mnist-eps1", "family": "cpu", "seeds": 3, "mean": 0.60, "sd": 0.01,
+         "max": 0.61, "paper": 0.65, "interval_low": 0.55, "interval_high": 0.66,
+         "paper_inside": True},
+        {"config": "mnist-eps1", "family": "gpu", "seeds": 2, "mean": 0.62, "sd": 0.01,
+         "max": 0.63, "paper": 0.65, "interval_low": 0.50, "interval_high": 0.64,
+         "paper_inside": False},
+        {"config": "fashion-mnist-eps1", "family": "cpu", "seeds": 1, "mean": 0.5, "sd": None,
+         "max": 0.5, "paper": 0.6, "interval_low": None, "interval_high": None,
+         "paper_inside": None}])
+
+    def row(label, effect, beyond, candidate=True, baseline="paper-cpu-fast"):
+        return {"explanation": label, "config": "mnist-eps1", "candidate": candidate,
+                "baseline": baseline, "variant": "v", "effect": effect,
+                "beyond_noise": beyond}
+
+    gaps = pd.DataFrame([row("closer", 0.03, True), row("lower", -0.10, True),
+                         row("small", 0.01, False), row("gpu closer", 0.02, True,
+                                                           baseline="paper"),
+                         row("price", 0.20, True, candidate=False),
+                         row("open", None, None), row("rough", 0.02, None)])
+    text = book.gap_verdict(gaps, spread)
+    assert "the paper's 0.6500 sits 0.0500 above our mean over 3 training seeds, inside" in text
+    assert "sits 0.0300 above our mean over 2 training seeds, outside" in text
+    assert "fashion-mnist-eps1" not in text  # one seed: no spread to read the gap against
+    raising = text.split("raising our number")[1].split(". ")[0]
+    assert "closer (mnist-eps1, +0.0300, 60% of the gap" in raising
+    assert "gpu closer (mnist-eps1, +0.0200, 67% of the gap" in raising  # its family's gap
+    assert "lower" not in raising and "small" not in raising
+    assert "lowering our number: lower (mnist-eps1, -0.1000)" in text
+    assert "have, which is not the same as no effect): small (mnist-eps1, +0.0100, 20%" in text
+    assert "price" not in text
+    assert "noise not yet known: rough" in text
+    assert text.endswith("1 candidate measurement(s) are still open (queued).")
+    quiet = book.gap_verdict(gaps[gaps.explanation.isin(["small", "open"])], spread)
+    assert "none of them explains the gap on its own" in quiet
+    assert "raising our number" not in quiet
+    assert "No candidate is measured yet" in book.gap_verdict(
+        gaps[gaps.explanation == "open"], spread.iloc[:0])
 
 
 def test_seed_spread_says_whether_one_run_of_ours_reaches_the_paper(tmp_path):
