@@ -498,14 +498,18 @@ def gap_verdict(gaps: pd.DataFrame, spread: pd.DataFrame) -> str:
     :func:`gap_analysis`'s and :func:`seed_spread`'s tables (nothing else is read).
 
     For each main cell with two or more training seeds, how far the paper's number sits from
-    our mean, and whether it falls inside our prediction interval for one more run. Each
-    measured candidate (rows whose ``candidate`` is False, the variants of
-    :data:`NOT_GAP_CANDIDATES`, left out) is sorted by
-    what it does under the paper protocol: beyond the noise and raising our number (doing it
-    the official way closes part of the gap), beyond the noise and lowering it, or within the
-    noise (no effect shown, none excluded either). A positive effect is also given as a share
-    of its cell's gap (the paper's number minus our mean, in the baseline's run family).
-    Candidates without a measured effect are counted as open."""
+    our mean, and whether it falls inside our prediction interval for one more run
+    (:func:`one_run_interval`; inside means the training seed alone is not ruled out, not
+    that it is the cause). Each measured candidate (rows whose ``candidate`` is False, the
+    variants of :data:`NOT_GAP_CANDIDATES`, left out; a missing ``candidate`` counts as one)
+    is sorted by what it does under the paper protocol: beyond the noise and raising our
+    number, beyond the noise and lowering it, or within the noise (no effect shown, none
+    ruled out either). A positive effect measured against a main-cell run (a seed folder,
+    :func:`seed_folder_family`) is also given as a share of that cell's gap: the paper's
+    number minus our mean in the baseline's run family, a point estimate (the CPU family's
+    mean is of 30-epoch evaluations). A variant at another setting (``teachers2000``) gets
+    no share. Candidates without a measured effect are counted as open."""
+    level = f"{1 - NOISE_LEVEL:.0%}"
     lines = []
     gap_of: dict[tuple[str, str], float] = {}  # (config, family): paper - our mean
     for r in spread.itertuples():
@@ -513,23 +517,31 @@ def gap_verdict(gaps: pd.DataFrame, spread: pd.DataFrame) -> str:
             continue
         gap = float(r.paper - r.mean)
         gap_of[(r.config, r.family)] = gap
-        where = ("inside" if r.paper_inside else "outside") if r.paper_inside is not None \
-            else "not comparable with"
+        known = r.paper_inside is not None and not pd.isna(r.paper_inside)
+        where = ("inside" if r.paper_inside else "outside") if known else "not comparable with"
         lines.append(f"{r.config} ({r.family} family): the paper's {r.paper:.4f} sits "
                      f"{abs(gap):.4f} {'above' if gap >= 0 else 'below'} our mean over "
-                     f"{r.seeds} training seeds, {where} our 95 % interval for one more run"
-                     + {"inside": " (the training seed alone can account for it)",
-                        "outside": " (the training seed alone does not account for it)"}.get(
-                            where, ""))
-    cand = gaps[gaps["candidate"].astype(bool)] if len(gaps) else gaps
+                     f"{r.seeds} training seeds, {where} our {level} interval for one more run"
+                     + {"inside": " (one more run of ours could land there: the training seed "
+                                  "alone is not ruled out)",
+                        "outside": f" (at the {NOISE_LEVEL:.0%} level the training seed alone "
+                                   "does not account for it)"}.get(where, ""))
+    if len(gaps):
+        keep = (gaps["candidate"] if "candidate" in gaps
+                else pd.Series(True, index=gaps.index))
+        cand = gaps[keep.astype(object).where(keep.notna(), True).astype(bool)]
+    else:
+        cand = gaps
     measured = cand[cand["effect"].notna()] if len(cand) else cand
     raises, lowers, within, unknown = [], [], [], []
     for r in measured.itertuples():
-        fam = (("cpu" if r.baseline.startswith("paper-cpu") else "gpu")
-               if isinstance(r.baseline, str) else None)
-        gap = gap_of.get((r.config, fam))
-        share = (f", {r.effect / gap:.0%} of the gap of {r.config}'s main cell"
-                 if gap is not None and gap > 0 and r.effect > 0 else "")
+        fam = seed_folder_family(r.baseline) if isinstance(r.baseline, str) else None
+        gap = gap_of.get((r.config, fam)) if fam is not None else None
+        share = ""
+        if gap is not None and gap > 0 and r.effect > 0:
+            share = (f", {r.effect / gap:.0%} of the gap of {r.config}'s main cell"
+                     if r.effect <= gap else f", more than the gap of {r.config}'s main cell "
+                     f"({gap:+.4f})")
         what = f"{r.explanation} ({r.config}, {r.effect:+.4f}{share})"
         if r.beyond_noise is None or pd.isna(r.beyond_noise):
             unknown.append(what)
@@ -544,12 +556,12 @@ def gap_verdict(gaps: pd.DataFrame, spread: pd.DataFrame) -> str:
     text += ("; ".join(lines) + ". ") if lines else (
         "No main cell has two training seeds yet, so the seed spread is unknown. ")
     if raises:
-        text += ("Beyond the noise and raising our number (the official way closes part of "
-                 "the gap): " + "; ".join(raises) + ". ")
-    else:
-        text += ("No measured candidate raises our number by more than the noise, so none "
-                 "of them explains the gap on its own. " if len(measured) else
-                 "No candidate is measured yet. ")
+        text += "Beyond the noise and raising our number: " + "; ".join(raises) + ". "
+    elif within or lowers:
+        text += ("No measured candidate is yet shown to raise our number beyond the noise; "
+                 "those within it are not ruled out. ")
+    elif not len(measured):
+        text += "No candidate is measured yet. "
     if lowers:
         text += "Beyond the noise but lowering our number: " + "; ".join(lowers) + ". "
     if within:
@@ -557,9 +569,12 @@ def gap_verdict(gaps: pd.DataFrame, spread: pd.DataFrame) -> str:
                  "have, which is not the same as no effect): " + "; ".join(within) + ". ")
     if unknown:
         text += "Measured, noise not yet known: " + "; ".join(unknown) + ". "
-    text += (f"{open_} candidate measurement(s) are still open (queued)." if open_ else
-             "Every candidate listed is measured.")
-    return text
+    if open_:
+        text += (f"{open_} candidate measurement(s) are still open (queued, or their baseline "
+                 "is).")
+    elif len(cand):
+        text += "Every candidate listed is measured."
+    return text.strip()
 
 
 def eval_seed_spread(root: Path | None = None, method: str = "datalens") -> pd.DataFrame:

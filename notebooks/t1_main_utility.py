@@ -158,9 +158,10 @@ if len(at_scale):
 # more than one training seed, each beside its baseline at the same seed (*seed_pairs*), gives
 # the mean of those differences, and the threshold shrinks by √(seed_pairs). The last
 # paragraph of this section, *the answer so far*, sorts the measured candidates by what they
-# do (`book.gap_verdict`): beyond the noise and raising our number (the official way closes
-# part of the gap, given as a share of that cell's gap), beyond it and lowering our number,
-# or within it. The label-free split is not a candidate but the price of soundness.
+# do (`book.gap_verdict`): beyond the noise and raising our number, beyond it and lowering
+# our number, or within it (not ruled out either); a positive effect measured at a main
+# cell's setting is also given as a share of that cell's gap. The label-free split is not a
+# candidate but the price of soundness.
 #
 # The official partition also differs from ours. It draws n / 10 records of each class, taking
 # the classes in turn, cuts that sequence into one consecutive part per teacher, and wraps a

@@ -635,10 +635,11 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
 
 
 def test_gap_verdict_sorts_the_measured_candidates_by_what_they_do():
-    """T1's answer: a candidate beyond the noise that raises ours closes part of the gap (its
-    share of the gap of its run family's main cell), one that lowers ours and one within the
-    noise are named as such; a price-of-soundness variant is no candidate; unmeasured ones
-    are counted as open."""
+    """T1's answer: a candidate beyond the noise that raises ours is named with its share of
+    the gap of its run family's main cell (none for a variant at another setting), one that
+    lowers ours and one within the noise are named as such; a price-of-soundness variant is
+    no candidate; unmeasured ones are counted as open; a paper number inside our one-run
+    interval does not rule the seed out, one outside does."""
     spread = pd.DataFrame([
         {"config": "mnist-eps1", "family": "cpu", "seeds": 3, "mean": 0.60, "sd": 0.01,
          "max": 0.61, "paper": 0.65, "interval_low": 0.55, "interval_high": 0.66,
@@ -646,38 +647,61 @@ def test_gap_verdict_sorts_the_measured_candidates_by_what_they_do():
         {"config": "mnist-eps1", "family": "gpu", "seeds": 2, "mean": 0.62, "sd": 0.01,
          "max": 0.63, "paper": 0.65, "interval_low": 0.50, "interval_high": 0.64,
          "paper_inside": False},
+        {"config": "mnist-eps10", "family": "cpu", "seeds": 2, "mean": 0.80, "sd": 0.01,
+         "max": 0.81, "paper": 0.78, "interval_low": 0.70, "interval_high": 0.90,
+         "paper_inside": True},
         {"config": "fashion-mnist-eps1", "family": "cpu", "seeds": 1, "mean": 0.5, "sd": None,
          "max": 0.5, "paper": 0.6, "interval_low": None, "interval_high": None,
          "paper_inside": None}])
 
-    def row(label, effect, beyond, candidate=True, baseline="paper-cpu-fast"):
-        return {"explanation": label, "config": "mnist-eps1", "candidate": candidate,
+    def row(label, effect, beyond, candidate=True, baseline="paper-cpu-fast",
+            config="mnist-eps1"):
+        return {"explanation": label, "config": config, "candidate": candidate,
                 "baseline": baseline, "variant": "v", "effect": effect,
                 "beyond_noise": beyond}
 
     gaps = pd.DataFrame([row("closer", 0.03, True), row("lower", -0.10, True),
-                         row("small", 0.01, False), row("gpu closer", 0.02, True,
-                                                           baseline="paper"),
+                         row("small", 0.01, False),
+                         row("gpu closer", 0.02, True, baseline="paper"),
+                         row("gpu past", 0.05, True, baseline="paper-seed1"),
+                         row("grid", 0.02, True, baseline="paper-cpu-teachers2000"),
+                         row("above paper", 0.02, True, config="mnist-eps10"),
                          row("price", 0.20, True, candidate=False),
                          row("open", None, None), row("rough", 0.02, None)])
     text = book.gap_verdict(gaps, spread)
-    assert "the paper's 0.6500 sits 0.0500 above our mean over 3 training seeds, inside" in text
-    assert "sits 0.0300 above our mean over 2 training seeds, outside" in text
+    assert ("the paper's 0.6500 sits 0.0500 above our mean over 3 training seeds, inside our "
+            "95% interval for one more run (one more run of ours could land there: the "
+            "training seed alone is not ruled out)") in text
+    assert ("sits 0.0300 above our mean over 2 training seeds, outside our 95% interval for one "
+            "more run (at the 5% level the training seed alone does not account") in text
+    assert "the paper's 0.7800 sits 0.0200 below our mean" in text
     assert "fashion-mnist-eps1" not in text  # one seed: no spread to read the gap against
-    raising = text.split("raising our number")[1].split(". ")[0]
-    assert "closer (mnist-eps1, +0.0300, 60% of the gap" in raising
+    raising = text.split("raising our number: ")[1].split(". ")[0]
+    assert "closer (mnist-eps1, +0.0300, 60% of the gap of mnist-eps1's main cell)" in raising
     assert "gpu closer (mnist-eps1, +0.0200, 67% of the gap" in raising  # its family's gap
+    assert "gpu past (mnist-eps1, +0.0500, more than the gap of mnist-eps1's main cell" in raising
+    assert "grid (mnist-eps1, +0.0200);" in raising  # another setting: no share
+    assert "above paper (mnist-eps10, +0.0200)" in raising  # ours above the paper: no share
     assert "lower" not in raising and "small" not in raising
     assert "lowering our number: lower (mnist-eps1, -0.1000)" in text
     assert "have, which is not the same as no effect): small (mnist-eps1, +0.0100, 20%" in text
     assert "price" not in text
     assert "noise not yet known: rough" in text
-    assert text.endswith("1 candidate measurement(s) are still open (queued).")
+    assert text.endswith("1 candidate measurement(s) are still open (queued, or their baseline "
+                         "is).")
     quiet = book.gap_verdict(gaps[gaps.explanation.isin(["small", "open"])], spread)
-    assert "none of them explains the gap on its own" in quiet
-    assert "raising our number" not in quiet
+    assert "is yet shown to raise our number beyond the noise; those within it are not" in quiet
+    assert "raising our number:" not in quiet
     assert "No candidate is measured yet" in book.gap_verdict(
         gaps[gaps.explanation == "open"], spread.iloc[:0])
+    empty = book.gap_verdict(pd.DataFrame(), spread)
+    assert "Every candidate" not in empty and "still open" not in empty
+    # a missing candidate mark counts as a candidate
+    unmarked = book.gap_verdict(gaps.drop(columns="candidate"), spread)
+    assert "price (mnist-eps1, +0.2000" in unmarked
+    nan_mark = gaps.astype({"candidate": object})
+    nan_mark.loc[nan_mark.explanation == "price", "candidate"] = None
+    assert "price (mnist-eps1" in book.gap_verdict(nan_mark, spread)
 
 
 def test_seed_spread_says_whether_one_run_of_ours_reaches_the_paper(tmp_path):
