@@ -185,3 +185,20 @@ def test_jupyterlab_serves_opens_and_runs_the_notebooks(tmp_path):
     assert r["status"] == "ok", r.get("error")
     done = json.loads(Path(r["output"]).read_text())
     assert done["metadata"]["kernelspec"]["name"] == default
+
+
+def test_the_book_build_skips_a_killed_executions_partial_notebook():
+    """``runner.run_notebook`` writes an execution to a hidden ``.<name>.*.ipynb`` beside its
+    output and renames it when done; a kill in between leaves that partial file in
+    book/notebooks, where the book's strict build (``-W``) would read it as a page outside the
+    table of contents and fail. The config's exclude patterns must skip hidden files at every
+    depth (Sphinx's own matcher decides), and never the book's pages."""
+    import yaml
+    from sphinx.util.matching import Matcher
+
+    config = yaml.safe_load((REPO_ROOT / "_config.yml").read_text())
+    excluded = Matcher(config["exclude_patterns"])
+    assert excluded("book/notebooks/.t4_hyperparameters.02etvgk8.ipynb")
+    assert excluded(".t1_main_utility.x1.ipynb")
+    assert not excluded("book/notebooks/t4_hyperparameters.ipynb")
+    assert not excluded("book/intro.md")
