@@ -501,10 +501,9 @@ def gap_verdict(gaps: pd.DataFrame, spread: pd.DataFrame) -> str:
     our mean, and whether it falls inside our prediction interval for one more run
     (:func:`one_run_interval`; inside means the training seed alone is not ruled out, not
     that it is the cause). Each measured candidate (rows whose ``candidate`` is False, the
-    variants of :data:`NOT_GAP_CANDIDATES`, left out; a missing ``candidate`` counts as one)
-    is sorted by what it does under the paper protocol: beyond the noise and raising our
-    number, beyond the noise and lowering it, or within the noise (no effect shown, none
-    ruled out either). A positive effect measured against a main-cell run (a seed folder,
+    variants of :data:`NOT_GAP_CANDIDATES`, left out) is sorted by what it does under the
+    paper protocol: beyond the noise and raising our number, beyond the noise and lowering
+    it, or within the noise (no effect shown, none ruled out either). A positive effect measured against a main-cell run (a seed folder,
     :func:`seed_folder_family`) is also given as a share of that cell's gap: the paper's
     number minus our mean in the baseline's run family, a point estimate (the CPU family's
     mean is of 30-epoch evaluations). A variant at another setting (``teachers2000``) gets
@@ -526,12 +525,7 @@ def gap_verdict(gaps: pd.DataFrame, spread: pd.DataFrame) -> str:
                                   "alone is not ruled out)",
                         "outside": f" (at the {NOISE_LEVEL:.0%} level the training seed alone "
                                    "does not account for it)"}.get(where, ""))
-    if len(gaps):
-        keep = (gaps["candidate"] if "candidate" in gaps
-                else pd.Series(True, index=gaps.index))
-        cand = gaps[keep.astype(object).where(keep.notna(), True).astype(bool)]
-    else:
-        cand = gaps
+    cand = gaps[gaps["candidate"].astype(bool)] if len(gaps) else gaps
     measured = cand[cand["effect"].notna()] if len(cand) else cand
     raises, lowers, within, unknown = [], [], [], []
     for r in measured.itertuples():

@@ -696,12 +696,6 @@ def test_gap_verdict_sorts_the_measured_candidates_by_what_they_do():
         gaps[gaps.explanation == "open"], spread.iloc[:0])
     empty = book.gap_verdict(pd.DataFrame(), spread)
     assert "Every candidate" not in empty and "still open" not in empty
-    # a missing candidate mark counts as a candidate
-    unmarked = book.gap_verdict(gaps.drop(columns="candidate"), spread)
-    assert "price (mnist-eps1, +0.2000" in unmarked
-    nan_mark = gaps.astype({"candidate": object})
-    nan_mark.loc[nan_mark.explanation == "price", "candidate"] = None
-    assert "price (mnist-eps1" in book.gap_verdict(nan_mark, spread)
 
 
 def test_seed_spread_says_whether_one_run_of_ours_reaches_the_paper(tmp_path):
