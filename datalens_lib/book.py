@@ -503,11 +503,12 @@ def gap_verdict(gaps: pd.DataFrame, spread: pd.DataFrame) -> str:
     that it is the cause). Each measured candidate (rows whose ``candidate`` is False, the
     variants of :data:`NOT_GAP_CANDIDATES`, left out) is sorted by what it does under the
     paper protocol: beyond the noise and raising our number, beyond the noise and lowering
-    it, or within the noise (no effect shown, none ruled out either). A positive effect measured against a main-cell run (a seed folder,
-    :func:`seed_folder_family`) is also given as a share of that cell's gap: the paper's
-    number minus our mean in the baseline's run family, a point estimate (the CPU family's
-    mean is of 30-epoch evaluations). A variant at another setting (``teachers2000``) gets
-    no share. Candidates without a measured effect are counted as open."""
+    it, or within the noise (no effect shown, none ruled out either). A positive effect
+    measured against a main-cell run (a seed folder, :func:`seed_folder_family`) is also
+    given as a share of that cell's gap: the paper's number minus our mean in the baseline's
+    run family, a point estimate (the CPU family's mean is of 30-epoch evaluations). A
+    variant at another setting (``teachers2000``) gets no share. Candidates without a
+    measured effect are counted as open."""
     level = f"{1 - NOISE_LEVEL:.0%}"
     lines = []
     gap_of: dict[tuple[str, str], float] = {}  # (config, family): paper - our mean
