@@ -182,7 +182,7 @@ def committed_runs(root: Path | None = None, method: str = "datalens") -> list[d
 #: ``paper-B``.
 GAP_RUN_VARIANTS: tuple[tuple[Any, ...], ...] = (
     ("official teacher slots: 50 initialisations, Adam state shared by 80 teachers",
-     "official-slots", ("mnist-eps1",)),
+     "official-slots", ("mnist-eps1", "fashion-mnist-eps1")),
     ("50 initialisations only (per-teacher Adam)", "init-slots", ("mnist-eps1",)),
     ("the paper text's eps = 10 settings (k = 350, sigma = 900)", "text-k350-s900",
      ("mnist-eps10",)),
