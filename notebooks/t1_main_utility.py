@@ -119,7 +119,10 @@ if len(at_scale):
 #    there are only 50 distinct initialisations. The teacher saver holds trainable variables
 #    only, so Adam's moments and step count pass from one batch's teacher to the next
 #    (model.py: one `AdamOptimizer` per slot, `saver_d` over `d_` variables). Our switches
-#    `init_slots` and `adam_slots` reproduce both (opt-in).
+#    `init_slots` and `adam_slots` reproduce both (opt-in). One detail differs: on
+#    Fashion-MNIST (6,000 images per class) the official split gives teacher i one of two
+#    label sequences by the parity of i, so the 80 teachers of a slot (i = s + 50b) share
+#    theirs. Our split assigns the two sequences to teachers at random, so slot mates mix them.
 #    **Privacy:** shared Adam state lets one record change the votes of all 80 teachers of
 #    its slot, not one. The sensitivity of the vote sum is then up to 80 × 2√k, so the
 #    published ε does not hold for the official runs. Such a run records the ledger at the
@@ -137,7 +140,10 @@ if len(at_scale):
 #    same samples sets the scale of any effect.
 # 4. **Smaller fixes.** Samples are now generated in batches of exactly B, because BatchNorm
 #    uses batch statistics (`datalens.sample_generator`). The paper text's ε = 10 settings
-#    differ from the README's, so they run as a variant.
+#    differ from the README's, so they run as a variant. The README's Fashion-MNIST ε = 1
+#    command writes to a folder named `..._pt_30_...` but passes `--pretrain_teacher 10` (30
+#    or 10 teacher steps on the first generator step). We run 10, as passed, and 30 as a
+#    variant.
 # 5. **Adam moments' precision (ours).** Every CPU cell keeps the 4000 teachers' Adam moments
 #    in bfloat16 so that they fit in 24 GiB (`datalens_lib.ensemble`); the paper's code keeps
 #    float32. At 2000 teachers float32 fits, so the precision is measured there on

@@ -301,6 +301,11 @@ JOBS=(
   # easier to read than on MNIST (official slots +4.75 there, within its sd of 3.7 points).
   # Job 132: ~1.6 h with its evaluation (chunk 10: a chunk must divide the 50 Adam slots)
   "datalens fashion-mnist-eps1 paper-cpu-official-slots 30 moment_dtype=bfloat16 chunk=10 init_slots=50 adam_slots=50"
+  # (2026-12-05) the official README's Fashion-MNIST eps = 1 command writes to a folder named
+  # ..._pt_30_... while passing --pretrain_teacher 10: the published run may have taken 30
+  # teacher steps on the first generator step (model.py: pretrain_teacher steps at epoch 0,
+  # d_step after). Job 133, ~1.5 h with its evaluation
+  "datalens fashion-mnist-eps1 paper-cpu-pretrain30 30 moment_dtype=bfloat16 chunk=12 pretrain_teacher=30"
 )
 if [[ -n ${CPU_QUEUE_JOBS:-} ]]; then mapfile -t JOBS <<<"$CPU_QUEUE_JOBS"; fi
 

@@ -509,9 +509,9 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     assert lr["effect_clean"] == pytest.approx(0.55 - 0.50)  # the baseline's clean is 0.50
     queued = g[g.status.str.startswith("queued")]
     assert {"init-slots" in str(v) for v in queued.variant} == {False}  # nothing committed
-    # Fashion-MNIST's official slots, init-slots, text, shuffled split, float32 moments, 10k
-    # rows alone at 30 and 300 epochs, 10k padded with zero rows
-    assert len(queued) == 8
+    # Fashion-MNIST's official slots, init-slots, 30 first teacher steps, text, shuffled split,
+    # float32 moments, 10k rows alone at 30 and 300 epochs, 10k padded with zero rows
+    assert len(queued) == 9
     assert set(queued[queued.explanation.str.startswith("official teacher slots")].config) == {
         "fashion-mnist-eps1"}  # MNIST's is measured above
     # the label-free split measures the price of soundness, not a gap candidate
@@ -528,7 +528,7 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     alone = g[g.variant == "paper-cpu-fast/samples-10k-eval-30ep.json"].iloc[0]
     assert alone["explanation"].endswith("10k rows alone, 30 epochs")
     assert alone["effect"] == pytest.approx(-0.12)
-    assert len(g[g.status.str.startswith("queued")]) == 6  # the 300-epoch one still queued
+    assert len(g[g.status.str.startswith("queued")]) == 7  # the 300-epoch one still queued
     assert pad["config"] == "fashion-mnist-eps1" and pad["effect"] == pytest.approx(-0.04)
     assert pd.isna(pad["effect_clean"])  # neither record has a clean protocol
     run("paper-cpu-seed1", 0.64, seed=1)
