@@ -119,10 +119,11 @@ if len(at_scale):
 #    there are only 50 distinct initialisations. The teacher saver holds trainable variables
 #    only, so Adam's moments and step count pass from one batch's teacher to the next
 #    (model.py: one `AdamOptimizer` per slot, `saver_d` over `d_` variables). Our switches
-#    `init_slots` and `adam_slots` reproduce both (opt-in). One detail differs: on
-#    Fashion-MNIST (6,000 images per class) the official split gives teacher i one of two
-#    label sequences by the parity of i, so the 80 teachers of a slot (i = s + 50b) share
-#    theirs. Our split assigns the two sequences to teachers at random, so slot mates mix them.
+#    `init_slots` and `adam_slots` reproduce both (opt-in). One detail differs: the official
+#    split deals the classes in turn and cuts parts of 15 records, so teacher i's labels
+#    start at class 0 or 5 by the parity of i, and the 80 teachers of a slot (i = s + 50b)
+#    share one label sequence. Our split (`data.partition`) gives teachers their label
+#    multisets in a random order, so the teachers of a slot do not all share one.
 #    **Privacy:** shared Adam state lets one record change the votes of all 80 teachers of
 #    its slot, not one. The sensitivity of the vote sum is then up to 80 × 2√k, so the
 #    published ε does not hold for the official runs. Such a run records the ledger at the
