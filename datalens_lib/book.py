@@ -1045,7 +1045,13 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
             variants.append((f"{r.method} (large batch)", f"{config}-large"))
         for label, cfg in variants:
             rows.extend(_lowdp_cells(label, cfg, key, r, eps, snaps, taken, root))
-    return with_difference(pd.DataFrame(rows))
+    table = pd.DataFrame(rows)
+    # the columns exist even when no cell needs them (every cell at the paper profile, or
+    # every dataset missing here: no command to give), so readers can select them
+    for col in ("measured_cost", "paper_command"):
+        if col not in table:
+            table[col] = None
+    return with_difference(table)
 
 
 def _lowdp_cells(label: str, config: str, key: str | None, r: Any, eps: float,

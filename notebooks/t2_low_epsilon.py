@@ -157,7 +157,7 @@ store.save_result("tab:lowdp (all methods)", {"profile": profile}, lowdp.to_dict
                   profile=profile, seed=seed)
 display(lowdp.drop(columns=["measured_cost", "paper_command"], errors="ignore").round(4))
 display(Markdown(book.agreement_paragraph(lowdp)))
-todo = lowdp[lowdp["paper_command"].notna()] if "paper_command" in lowdp else lowdp.iloc[:0]
+todo = lowdp[lowdp["paper_command"].notna()]
 if len(todo):  # the cells not at paper scale: what each would cost and the command
     display(Markdown(f"{len(todo)} cell(s) of implemented methods have no paper-profile "
                      "result of ours yet (no result, or a smaller profile's). The measured "

@@ -33,6 +33,18 @@ def real_dataset_dir(name: str) -> Path:
         pytest.skip(f"real {name} not available here")
 
 
+def require_datasets(*names: str) -> None:
+    """Skip unless the code itself finds each dataset (``$DATALENS_DATA_DIR``, ``data/raw``):
+    for tests whose subject reads real data by its own lookup, e.g. a notebook, a sweep or
+    a ledger that needs the training set's size. A clone without ``../shared/datasets``
+    skips them with the reason instead of failing on a missing file."""
+    for name in names:
+        try:
+            resolve_dataset_dir(name)
+        except DatasetNotFoundError:
+            pytest.skip(f"real {name} not found by the code's lookup (set DATALENS_DATA_DIR)")
+
+
 #: Unit tests of single functions first, then the end-to-end ones (trainer runs, the CLI,
 #: notebook execution); within a file, collection order.
 UNIT_FIRST = ("test_topagg.py", "test_privacy.py", "test_validation.py", "test_partition.py",

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 import torch
+from conftest import require_datasets
 
 from datalens_lib.aggregation import (
     AGGREGATORS,
@@ -459,6 +460,8 @@ def test_datalens_trains_with_every_compressor(tmp_path):
 
 def test_book_ledgers_reproduce_the_official_step_counts():
     from datalens_lib import book
+
+    require_datasets("mnist")  # the query batch is a share of the training set
 
     t = book.compression_ledgers("mnist-eps1").set_index("aggregator")
     assert list(t.index) == list(AGGREGATORS)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import jupytext
 import pytest
-from conftest import NOTEBOOK_GROUP
+from conftest import NOTEBOOK_GROUP, require_datasets
 
 from datalens_lib import runner
 from datalens_lib.provenance import REPO_ROOT
@@ -105,6 +105,7 @@ def test_plain_papermill_runs_a_notebook_from_the_root_and_from_elsewhere(tmp_pa
     (there with T1), from the repository root and from an unrelated directory (where the
     relative path to the notebook differs). The run cache is the checkout's, so `make book`
     reuses it."""
+    require_datasets("mnist", "fashion-mnist")  # T1 trains on both
     env = {**os.environ, "PYTHONPATH": ""}
     for cwd in (REPO_ROOT, tmp_path):
         out = tmp_path / f"out-{cwd == REPO_ROOT}.ipynb"
@@ -179,7 +180,8 @@ def test_jupyterlab_serves_opens_and_runs_the_notebooks(tmp_path):
         except subprocess.TimeoutExpired:
             server.kill()
     assert server.returncode is not None
-    # headless, in the kernel spec the server offered
+    # headless, in the kernel spec the server offered (its smoke runs read MNIST)
+    require_datasets("mnist")
     r = runner.run_notebook(CHEAP_NOTEBOOK, {"profile": "smoke"}, kernel=default,
                             output_dir=tmp_path / "exec")
     assert r["status"] == "ok", r.get("error")

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import NOTEBOOK_GROUP
+from conftest import NOTEBOOK_GROUP, require_datasets
 
 from datalens_lib import runner, scaleout
 from datalens_lib.cli import main
@@ -67,6 +67,7 @@ def test_local_executor_runs_jobs_at_once_and_summarises_the_failure(tmp_path, r
 @pytest.mark.slow
 def test_sweep_trains_a_grid_resumes_and_reports_the_failed_point(tmp_path, results_root,
                                                                   capsys):
+    require_datasets("mnist")
     argv = ["sweep", "--method", "dcgan", "--config", "mnist-epsinf", "--profile", "smoke",
             "--grid", "seed=0,1", "--grid", "batch_size=32,1000", "--grid", "epochs=1",
             "--max-parallel", "2"]
@@ -170,6 +171,7 @@ def test_run_all_on_the_local_executor_builds_every_book_notebook():
     """`datalens run-all --executor local` (the command, in its own process): every notebook
     of the book as its own job (two at a time), the status page last; the book's canonical
     copies are what `make book` then finds up to date, and a second call skips them all."""
+    require_datasets("mnist", "fashion-mnist")
     import subprocess
     import sys
     from pathlib import Path

@@ -169,15 +169,18 @@ def test_cpu_family_and_short_evaluations_are_shown_but_never_compared(tmp_path)
     assert "bfloat16" in text
 
 
-def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
+def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path, monkeypatch):
     """tab:lowdp from budget snapshots of committed eps = 1 runs: seeds of one family are
     averaged and compared with the paper; the CPU family is shown apart, never compared;
-    methods without snapshots say why."""
+    methods without snapshots say why. The datasets count as present (the table's logic does
+    not read them), so the test runs the same in a clone without ``../shared/datasets``."""
     import json
     import shutil
 
     from datalens_lib import book
     from datalens_lib.config import load_config
+
+    monkeypatch.setattr(book, "data_status", lambda dataset: None)
 
     def commit(folder, seed, moments, acc, epochs):
         d = tmp_path / "datalens" / "mnist-eps1" / folder
@@ -337,6 +340,13 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path):
     assert (b8.ours, b8.profile) == (0.5, "cpu") and math.isnan(b8.difference)
     assert "--config mnist-eps1-large --profile paper --set epsilon=0.8" in b8.paper_command
     assert b8.measured_cost.startswith("0.02 h training (2195 steps) at the paper profile")
+    # with no dataset here no cell has a command to give, and the columns still exist (the
+    # notebook selects them), empty, while every cell says which data it needs
+    monkeypatch.setattr(book, "data_status", lambda dataset: f"needs data: {dataset}")
+    t = book.lowdp_methods_table(root=tmp_path / "nothing")
+    assert {"measured_cost", "paper_command"} <= set(t.columns)
+    assert t.paper_command.isna().all() and t.measured_cost.isna().all()
+    assert (t.status == "needs data: " + t.dataset).all()
 
 
 def test_lowdp_eps1_column_counts_a_seed_once(tmp_path):
