@@ -541,7 +541,10 @@ def gap_verdict(gaps: pd.DataFrame, spread: pd.DataFrame) -> str:
             share = (f", {r.effect / gap:.0%} of the gap of {r.config}'s main cell"
                      if r.effect <= gap else f", more than the gap of {r.config}'s main cell "
                      f"({gap:+.4f})")
-        what = f"{r.explanation} ({r.config}, {r.effect:+.4f}{share})"
+        pairs = getattr(r, "seed_pairs", None)  # a mean over seed pairs says over how many
+        mean = (f", mean of {int(pairs)} seed pairs" if pairs is not None and not pd.isna(pairs)
+                and pairs > 1 else "")
+        what = f"{r.explanation} ({r.config}, {r.effect:+.4f}{mean}{share})"
         if r.beyond_noise is None or pd.isna(r.beyond_noise):
             unknown.append(what)
         elif not r.beyond_noise:

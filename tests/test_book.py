@@ -657,13 +657,14 @@ def test_gap_verdict_sorts_the_measured_candidates_by_what_they_do():
          "paper_inside": None}])
 
     def row(label, effect, beyond, candidate=True, baseline="paper-cpu-fast",
-            config="mnist-eps1"):
+            config="mnist-eps1", seed_pairs=1.0):
         return {"explanation": label, "config": config, "candidate": candidate,
                 "baseline": baseline, "variant": "v", "effect": effect,
-                "beyond_noise": beyond}
+                "beyond_noise": beyond, "seed_pairs": seed_pairs}
 
     gaps = pd.DataFrame([row("closer", 0.03, True), row("lower", -0.10, True),
                          row("small", 0.01, False),
+                         row("paired", 0.015, False, seed_pairs=2.0),
                          row("gpu closer", 0.02, True, baseline="paper"),
                          row("gpu past", 0.05, True, baseline="paper-seed1"),
                          row("grid", 0.02, True, baseline="paper-cpu-teachers2000"),
@@ -687,6 +688,8 @@ def test_gap_verdict_sorts_the_measured_candidates_by_what_they_do():
     assert "lower" not in raising and "small" not in raising
     assert "lowering our number: lower (mnist-eps1, -0.1000)" in text
     assert "have, which is not the same as no effect): small (mnist-eps1, +0.0100, 20%" in text
+    # an effect averaged over seed pairs says over how many
+    assert "paired (mnist-eps1, +0.0150, mean of 2 seed pairs, 30% of the gap" in text
     assert "price" not in text
     assert "noise not yet known: rough" in text
     assert text.endswith("1 candidate measurement(s) are still open (queued, or their baseline "
