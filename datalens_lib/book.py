@@ -459,7 +459,15 @@ def seed_spread(root: Path | None = None) -> pd.DataFrame:
     produce (:func:`one_run_interval`): ``interval_low`` / ``interval_high``, the two-sided
     :data:`NOISE_LEVEL` prediction interval for one more training seed, and ``paper_inside``
     (None with fewer than two seeds or no paper number). A paper number above the interval is
-    not explained by the training seed alone (issue 12, item 1)."""
+    not explained by the training seed alone (issue 12, item 1).
+
+    Selection: ``search`` is the size of the paper's β search for the dataset
+    (:func:`beta_search_size`) and ``expected_best`` the mean of the best of that many runs
+    of our setting, mean + sd x E[max of ``search`` standard normals]
+    (:func:`expected_max_of_normals`): what the paper would report on average if its cell
+    were the best of its β search, every β value gave runs like ours (no effect of β) and
+    the runs' accuracies were normal with our mean and sd. A point estimate, as rough as an
+    sd from a few seeds; None with fewer than two seeds."""
     rows = []
     for s in committed_runs(root):
         fam = seed_folder_family(s["run_dir"])
@@ -467,7 +475,7 @@ def seed_spread(root: Path | None = None) -> pd.DataFrame:
             rows.append({"config": s["config"], "family": fam, "dataset": s["dataset"],
                          "epsilon": s["epsilon"], "seed": s["seed"], "ours": s["acc_paper"]})
     cols = ["config", "family", "seeds", "mean", "sd", "max", "paper", "interval_low",
-            "interval_high", "paper_inside"]
+            "interval_high", "paper_inside", "search", "expected_best"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
@@ -483,7 +491,35 @@ def seed_spread(root: Path | None = None) -> pd.DataFrame:
     out["paper_inside"] = pd.Series(  # True / False / None: object dtype keeps the None
         [None if b is None or r.paper is None or pd.isna(r.paper) else bool(b[0] <= r.paper <= b[1])
          for b, r in zip(bounds, out.itertuples(), strict=True)], dtype=object, index=out.index)
+    out["search"] = [beta_search_size(r.dataset, r.epsilon) for r in out.itertuples()]
+    out["expected_best"] = [
+        r.mean + r.sd * expected_max_of_normals(r.search)
+        if r.seeds >= 2 and r.search >= 1 and not pd.isna(r.sd) else None
+        for r in out.itertuples()]
     return out
+
+
+def expected_max_of_normals(n: int) -> float:
+    """E[max of ``n`` independent standard normals], ∫ x · n φ(x) Φ(x)^(n-1) dx by quadrature
+    (1.267 for n = 6). scipy has the order-statistic density but no closed form of this mean,
+    hence the integral here."""
+    from scipy import integrate
+    from scipy.stats import norm
+
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    value, _ = integrate.quad(lambda x: x * n * norm.pdf(x) * norm.cdf(x) ** (n - 1),
+                              -math.inf, math.inf)
+    return float(value)
+
+
+def beta_search_size(dataset: str, epsilon: float) -> int:
+    """How many values of β the paper's ``tab:hyperparam`` searched for ``dataset`` at
+    ``epsilon`` (0 where it has none: the table is at ε = 1 only): the size of the search
+    whose best cell, by the table's caption, the paper reports (issue 12, item 1)."""
+    t = paper_table("tab_hyperparam.csv", "DataLens")
+    return int(((t["dataset"] == dataset) & (t["epsilon"].astype(float) == float(epsilon))
+                & t["parameter"].str.startswith("beta=")).sum())
 
 
 def one_run_interval(mean: float, sd: float | None, n: int) -> tuple[float, float] | None:
@@ -495,6 +531,19 @@ def one_run_interval(mean: float, sd: float | None, n: int) -> tuple[float, floa
         return None
     half = _noise_t(n) * sd * math.sqrt(1 + 1 / n)
     return mean - half, mean + half
+
+
+def _selection_clause(r: Any) -> str:
+    """:func:`gap_verdict`'s words on selection for one row of :func:`seed_spread`: the
+    expected best of the paper's β search of runs like ours, against the paper's number."""
+    best = getattr(r, "expected_best", None)
+    if best is None or pd.isna(best):
+        return ""
+    gap = r.paper - r.mean
+    share = ((f", {(best - r.mean) / gap:.0%} of the gap" if best <= r.paper
+              else ", more than the gap") if gap > 0 else "")
+    return (f"; the best of {int(r.search)} such runs (the size of the paper's β search, "
+            f"if β changed nothing) would be {best:.4f} on average{share}")
 
 
 def gap_verdict(gaps: pd.DataFrame, spread: pd.DataFrame) -> str:
@@ -529,7 +578,8 @@ def gap_verdict(gaps: pd.DataFrame, spread: pd.DataFrame) -> str:
                      + {"inside": " (one more run of ours could land there: the training seed "
                                   "alone is not ruled out)",
                         "outside": f" (at the {NOISE_LEVEL:.0%} level the training seed alone "
-                                   "does not account for it)"}.get(where, ""))
+                                   "does not account for it)"}.get(where, "")
+                     + _selection_clause(r))
     cand = gaps[gaps["candidate"].astype(bool)] if len(gaps) else gaps
     measured = cand[cand["effect"].notna()] if len(cand) else cand
     raises, lowers, within, unknown = [], [], [], []

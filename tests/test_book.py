@@ -541,6 +541,10 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     assert sp["interval_high"] == pytest.approx(0.70 + 4.3027 * 0.02 * (4 / 3) ** 0.5, abs=1e-4)
     assert sp["interval_low"] == pytest.approx(0.70 - 4.3027 * 0.02 * (4 / 3) ** 0.5, abs=1e-4)
     assert sp["paper_inside"] is True
+    # selection: the best of the paper's 6-value beta search of runs like ours, on average
+    # 0.70 + 0.02 x 1.2672 (E[max of 6 standard normals])
+    assert sp["search"] == 6 and sp["expected_best"] == pytest.approx(0.70 + 0.02 * 1.2672,
+                                                                      abs=1e-4)
     cpu = spread.loc[("mnist-eps1", "cpu")]  # paper-cpu-fast and paper-cpu-seed1, not variants
     assert cpu["seeds"] == 2 and cpu["mean"] == pytest.approx(0.62)
     # two seeds 0.02 apart: 0.62 +- 12.706 0.0141 sqrt(1.5) = 0.62 +- 0.22, 0.7123 inside
@@ -675,6 +679,12 @@ def test_gap_verdict_sorts_the_measured_candidates_by_what_they_do():
     assert ("the paper's 0.6500 sits 0.0500 above our mean over 3 training seeds, inside our "
             "95% interval for one more run (one more run of ours could land there: the "
             "training seed alone is not ruled out)") in text
+    assert "β search" not in text  # no expected best given: no words on selection
+    chosen = spread.assign(search=6, expected_best=[0.63, None, 0.79, None])
+    text6 = book.gap_verdict(gaps, chosen)
+    assert ("ruled out); the best of 6 such runs (the size of the paper's β search, if β "
+            "changed nothing) would be 0.6300 on average, 60% of the gap;") in text6
+    assert "would be 0.7900 on average. " in text6  # ours above the paper: no share
     assert ("sits 0.0300 above our mean over 2 training seeds, outside our 95% interval for one "
             "more run (at the 5% level the training seed alone does not account") in text
     assert "the paper's 0.7800 sits 0.0200 below our mean" in text
@@ -1121,3 +1131,21 @@ def test_gap_analysis_shows_a_variant_whose_baseline_is_still_queued(tmp_path):
     run("paper-cpu-fast", 0.70)
     text = book.gap_analysis(tmp_path).set_index("variant").loc["paper-cpu-text-k350-s900"]
     assert text["status"] == "measured" and text["effect"] == pytest.approx(0.05)
+
+
+def test_expected_max_of_normals_and_the_papers_beta_search():
+    """The selection estimate's two inputs: E[max of n standard normals] against its closed
+    forms (n = 2: 1/√π; n = 3: 3/(2√π)) and a Monte Carlo draw (n = 6), and the size of the
+    paper's β search (tab:hyperparam, ε = 1 only)."""
+    import numpy as np
+
+    assert book.expected_max_of_normals(1) == pytest.approx(0.0, abs=1e-9)
+    assert book.expected_max_of_normals(2) == pytest.approx(1 / math.sqrt(math.pi), abs=1e-7)
+    assert book.expected_max_of_normals(3) == pytest.approx(1.5 / math.sqrt(math.pi), abs=1e-7)
+    draws = np.random.default_rng(0).standard_normal((200_000, 6)).max(axis=1).mean()
+    assert book.expected_max_of_normals(6) == pytest.approx(draws, abs=0.01)
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        book.expected_max_of_normals(0)
+    assert book.beta_search_size("mnist", 1.0) == 6
+    assert book.beta_search_size("fashion-mnist", 1.0) == 6
+    assert book.beta_search_size("mnist", 10.0) == 0
