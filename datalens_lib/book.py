@@ -462,7 +462,8 @@ def seed_spread(root: Path | None = None) -> pd.DataFrame:
     not explained by the training seed alone (issue 12, item 1).
 
     Selection: ``search`` is the size of the paper's β search for the dataset
-    (:func:`beta_search_size`) and ``expected_best`` the mean of the best of that many runs
+    (:func:`beta_search`), ``paper_search_mean`` the mean of its cells (the paper's number is
+    their max), and ``expected_best`` the mean of the best of that many runs
     of our setting, mean + sd x E[max of ``search`` standard normals]
     (:func:`expected_max_of_normals`): what the paper would report on average if its cell
     were the best of its β search, every β value gave runs like ours (no effect of β) and
@@ -475,7 +476,7 @@ def seed_spread(root: Path | None = None) -> pd.DataFrame:
             rows.append({"config": s["config"], "family": fam, "dataset": s["dataset"],
                          "epsilon": s["epsilon"], "seed": s["seed"], "ours": s["acc_paper"]})
     cols = ["config", "family", "seeds", "mean", "sd", "max", "paper", "interval_low",
-            "interval_high", "paper_inside", "search", "expected_best"]
+            "interval_high", "paper_inside", "search", "paper_search_mean", "expected_best"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
@@ -491,7 +492,9 @@ def seed_spread(root: Path | None = None) -> pd.DataFrame:
     out["paper_inside"] = pd.Series(  # True / False / None: object dtype keeps the None
         [None if b is None or r.paper is None or pd.isna(r.paper) else bool(b[0] <= r.paper <= b[1])
          for b, r in zip(bounds, out.itertuples(), strict=True)], dtype=object, index=out.index)
-    out["search"] = [beta_search_size(r.dataset, r.epsilon) for r in out.itertuples()]
+    searches = [beta_search(r.dataset, r.epsilon) for r in out.itertuples()]
+    out["search"] = [len(s) for s in searches]
+    out["paper_search_mean"] = [sum(s) / len(s) if s else None for s in searches]
     out["expected_best"] = [
         r.mean + r.sd * expected_max_of_normals(r.search)
         if r.seeds >= 2 and r.search >= 1 and not pd.isna(r.sd) else None
@@ -513,13 +516,14 @@ def expected_max_of_normals(n: int) -> float:
     return float(value)
 
 
-def beta_search_size(dataset: str, epsilon: float) -> int:
-    """How many values of β the paper's ``tab:hyperparam`` searched for ``dataset`` at
-    ``epsilon`` (0 where it has none: the table is at ε = 1 only): the size of the search
-    whose best cell, by the table's caption, the paper reports (issue 12, item 1)."""
+def beta_search(dataset: str, epsilon: float) -> list[float]:
+    """The paper's ``tab:hyperparam`` cells of its β search for ``dataset`` at ``epsilon``
+    (empty where it has none: the table is at ε = 1 only), one accuracy per β value: the
+    search whose best cell, by the table's caption, the paper reports (issue 12, item 1)."""
     t = paper_table("tab_hyperparam.csv", "DataLens")
-    return int(((t["dataset"] == dataset) & (t["epsilon"].astype(float) == float(epsilon))
-                & t["parameter"].str.startswith("beta=")).sum())
+    mine = t[(t["dataset"] == dataset) & (t["epsilon"].astype(float) == float(epsilon))
+             & t["parameter"].str.startswith("beta=")]
+    return [float(v) for v in mine["value"]]
 
 
 def one_run_interval(mean: float, sd: float | None, n: int) -> tuple[float, float] | None:
@@ -542,8 +546,14 @@ def _selection_clause(r: Any) -> str:
     gap = r.paper - r.mean
     share = ((f", {(best - r.mean) / gap:.0%} of the gap" if best <= r.paper
               else ", more than the gap") if gap > 0 else "")
-    return (f"; the best of {int(r.search)} such runs (the size of the paper's β search, "
+    text = (f"; the best of {int(r.search)} such runs (the size of the paper's β search, "
             f"if β changed nothing) would be {best:.4f} on average{share}")
+    own = getattr(r, "paper_search_mean", None)
+    if own is not None and not pd.isna(own):
+        text += (f"; the paper's own {int(r.search)} β cells average {own:.4f}, "
+                 f"{r.paper - own:.4f} under its reported cell (their max) and "
+                 f"{abs(own - r.mean):.4f} {'above' if own >= r.mean else 'below'} our mean")
+    return text
 
 
 def gap_verdict(gaps: pd.DataFrame, spread: pd.DataFrame) -> str:

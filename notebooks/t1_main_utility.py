@@ -116,7 +116,10 @@ if len(at_scale):
 #    values at ε = 1), mean + sd × E[max of *search* standard normals]
 #    (`book.expected_max_of_normals`). It is what the paper would report on average if its
 #    cell were the best of that search and β changed nothing; our own β cells (T4) test that
-#    premise, and an sd from three seeds makes it rough. The second table gives the
+#    premise, and an sd from three seeds makes it rough. *paper_search_mean* is the mean of
+#    the paper's own six β cells: its reported cell is their max, so the gap splits into the
+#    paper's max minus that mean (selection, if β did nothing in its runs) and that mean
+#    minus ours (what selection leaves). The second table gives the
 #    evaluation's own spread: the same samples scored with other seeds of the evaluation
 #    classifier, each a single number of the kind the paper reports.
 # 2. **Teachers as the official code trains them.** Its 4000 teachers run as 80 batches of 50

@@ -545,6 +545,7 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     # 0.70 + 0.02 x 1.2672 (E[max of 6 standard normals])
     assert sp["search"] == 6 and sp["expected_best"] == pytest.approx(0.70 + 0.02 * 1.2672,
                                                                       abs=1e-4)
+    assert sp["paper_search_mean"] == pytest.approx(4.0701 / 6)  # the paper's 6 beta cells
     cpu = spread.loc[("mnist-eps1", "cpu")]  # paper-cpu-fast and paper-cpu-seed1, not variants
     assert cpu["seeds"] == 2 and cpu["mean"] == pytest.approx(0.62)
     # two seeds 0.02 apart: 0.62 +- 12.706 0.0141 sqrt(1.5) = 0.62 +- 0.22, 0.7123 inside
@@ -680,10 +681,13 @@ def test_gap_verdict_sorts_the_measured_candidates_by_what_they_do():
             "95% interval for one more run (one more run of ours could land there: the "
             "training seed alone is not ruled out)") in text
     assert "β search" not in text  # no expected best given: no words on selection
-    chosen = spread.assign(search=6, expected_best=[0.63, None, 0.79, None])
+    chosen = spread.assign(search=6, expected_best=[0.63, None, 0.79, None],
+                           paper_search_mean=[0.62, None, None, None])
     text6 = book.gap_verdict(gaps, chosen)
     assert ("ruled out); the best of 6 such runs (the size of the paper's β search, if β "
-            "changed nothing) would be 0.6300 on average, 60% of the gap;") in text6
+            "changed nothing) would be 0.6300 on average, 60% of the gap; the paper's own 6 "
+            "β cells average 0.6200, 0.0300 under its reported cell (their max) and 0.0200 "
+            "above our mean;") in text6
     assert "would be 0.7900 on average. " in text6  # ours above the paper: no share
     assert ("sits 0.0300 above our mean over 2 training seeds, outside our 95% interval for one "
             "more run (at the 5% level the training seed alone does not account") in text
@@ -1146,6 +1150,6 @@ def test_expected_max_of_normals_and_the_papers_beta_search():
     assert book.expected_max_of_normals(6) == pytest.approx(draws, abs=0.01)
     with pytest.raises(ValueError, match="n must be >= 1"):
         book.expected_max_of_normals(0)
-    assert book.beta_search_size("mnist", 1.0) == 6
-    assert book.beta_search_size("fashion-mnist", 1.0) == 6
-    assert book.beta_search_size("mnist", 10.0) == 0
+    assert book.beta_search("mnist", 1.0) == [0.6361, 0.645, 0.689, 0.6921, 0.7123, 0.6956]
+    assert len(book.beta_search("fashion-mnist", 1.0)) == 6
+    assert book.beta_search("mnist", 10.0) == []
