@@ -462,13 +462,17 @@ def seed_spread(root: Path | None = None) -> pd.DataFrame:
     not explained by the training seed alone (issue 12, item 1).
 
     Selection: ``search`` is the size of the paper's β search for the dataset
-    (:func:`beta_search`), ``paper_search_mean`` the mean of its cells (the paper's number is
-    their max), and ``expected_best`` the mean of the best of that many runs
-    of our setting, mean + sd x E[max of ``search`` standard normals]
-    (:func:`expected_max_of_normals`): what the paper would report on average if its cell
-    were the best of its β search, every β value gave runs like ours (no effect of β) and
-    the runs' accuracies were normal with our mean and sd. A point estimate, as rough as an
-    sd from a few seeds; None with fewer than two seeds."""
+    (:func:`beta_search`); ``paper_search_mean`` / ``paper_search_max`` its cells' mean and
+    max; ``paper_search_rho`` their Spearman correlation with β (a trend says β had an
+    effect in the paper's runs, so max - mean is not selection alone). ``expected_best``
+    is the mean of the best of ``search`` runs of our setting, mean + sd x E[max of
+    ``search`` standard normals] (:func:`expected_max_of_normals`): what the paper would
+    report on average if its cell were the best of its β search, every β value gave runs
+    like ours (no effect of β) and the accuracies were normal with our mean and sd.
+    ``expected_best_low`` / ``_high`` put the ends of the two-sided :data:`NOISE_LEVEL`
+    chi-square interval of σ (from ``seeds`` - 1 degrees of freedom) in place of sd: with
+    three seeds σ may be 0.52 to 6.3 times sd, so the point estimate alone says little.
+    None with fewer than two seeds or no search."""
     rows = []
     for s in committed_runs(root):
         fam = seed_folder_family(s["run_dir"])
@@ -476,7 +480,8 @@ def seed_spread(root: Path | None = None) -> pd.DataFrame:
             rows.append({"config": s["config"], "family": fam, "dataset": s["dataset"],
                          "epsilon": s["epsilon"], "seed": s["seed"], "ours": s["acc_paper"]})
     cols = ["config", "family", "seeds", "mean", "sd", "max", "paper", "interval_low",
-            "interval_high", "paper_inside", "search", "paper_search_mean", "expected_best"]
+            "interval_high", "paper_inside", "search", "paper_search_mean", "paper_search_max",
+            "paper_search_rho", "expected_best", "expected_best_low", "expected_best_high"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
@@ -492,20 +497,30 @@ def seed_spread(root: Path | None = None) -> pd.DataFrame:
     out["paper_inside"] = pd.Series(  # True / False / None: object dtype keeps the None
         [None if b is None or r.paper is None or pd.isna(r.paper) else bool(b[0] <= r.paper <= b[1])
          for b, r in zip(bounds, out.itertuples(), strict=True)], dtype=object, index=out.index)
+    from scipy.stats import chi2, spearmanr
+
     searches = [beta_search(r.dataset, r.epsilon) for r in out.itertuples()]
     out["search"] = [len(s) for s in searches]
-    out["paper_search_mean"] = [sum(s) / len(s) if s else None for s in searches]
-    out["expected_best"] = [
-        r.mean + r.sd * expected_max_of_normals(r.search)
-        if r.seeds >= 2 and r.search >= 1 and not pd.isna(r.sd) else None
-        for r in out.itertuples()]
+    out["paper_search_mean"] = [sum(s.values()) / len(s) if s else None for s in searches]
+    out["paper_search_max"] = [max(s.values()) if s else None for s in searches]
+    out["paper_search_rho"] = [float(spearmanr(list(s), list(s.values())).statistic)
+                               if len(s) >= 3 else None for s in searches]
+    for col, scale in (("expected_best", lambda n: 1.0),
+                       ("expected_best_low",
+                        lambda n: math.sqrt((n - 1) / chi2.ppf(1 - NOISE_LEVEL / 2, n - 1))),
+                       ("expected_best_high",
+                        lambda n: math.sqrt((n - 1) / chi2.ppf(NOISE_LEVEL / 2, n - 1)))):
+        out[col] = [r.mean + scale(r.seeds) * r.sd * expected_max_of_normals(r.search)
+                    if r.seeds >= 2 and r.search >= 1 and not pd.isna(r.sd) else None
+                    for r in out.itertuples()]
     return out
 
 
 def expected_max_of_normals(n: int) -> float:
     """E[max of ``n`` independent standard normals], ∫ x · n φ(x) Φ(x)^(n-1) dx by quadrature
-    (1.267 for n = 6). scipy has the order-statistic density but no closed form of this mean,
-    hence the integral here."""
+    (the largest order statistic's mean: David & Nagaraja, *Order Statistics*, 3rd ed., §3.1;
+    1.2672 for n = 6, as in Harter's 1961 tables). scipy has the order-statistic density but
+    no function for this mean, hence the integral here."""
     from scipy import integrate
     from scipy.stats import norm
 
@@ -516,14 +531,16 @@ def expected_max_of_normals(n: int) -> float:
     return float(value)
 
 
-def beta_search(dataset: str, epsilon: float) -> list[float]:
-    """The paper's ``tab:hyperparam`` cells of its β search for ``dataset`` at ``epsilon``
-    (empty where it has none: the table is at ε = 1 only), one accuracy per β value: the
-    search whose best cell, by the table's caption, the paper reports (issue 12, item 1)."""
+def beta_search(dataset: str, epsilon: float) -> dict[float, float]:
+    """The paper's ``tab:hyperparam`` cells of its β search for ``dataset`` at ``epsilon``,
+    β -> accuracy (empty where it has none: the table is at ε = 1 only). The table's caption:
+    "We search for the optimal parameter combinations and report the best accuracy by
+    controlling the parameter in each cell" (issue 12, item 1)."""
     t = paper_table("tab_hyperparam.csv", "DataLens")
     mine = t[(t["dataset"] == dataset) & (t["epsilon"].astype(float) == float(epsilon))
              & t["parameter"].str.startswith("beta=")]
-    return [float(v) for v in mine["value"]]
+    return {float(p.split("=", 1)[1]): float(v) for p, v in zip(mine["parameter"],
+                                                                 mine["value"], strict=True)}
 
 
 def one_run_interval(mean: float, sd: float | None, n: int) -> tuple[float, float] | None:
@@ -538,22 +555,32 @@ def one_run_interval(mean: float, sd: float | None, n: int) -> tuple[float, floa
 
 
 def _selection_clause(r: Any) -> str:
-    """:func:`gap_verdict`'s words on selection for one row of :func:`seed_spread`: the
-    expected best of the paper's β search of runs like ours, against the paper's number."""
+    """:func:`gap_verdict`'s words on selection for one row of :func:`seed_spread`, in
+    parentheses: the expected best of the paper's β search of runs like ours (with the range
+    that σ's interval gives), and the paper's own β cells (whether its reported number is
+    their max, how far above their mean, and their trend with β)."""
     best = getattr(r, "expected_best", None)
     if best is None or pd.isna(best):
         return ""
-    gap = r.paper - r.mean
-    share = ((f", {(best - r.mean) / gap:.0%} of the gap" if best <= r.paper
-              else ", more than the gap") if gap > 0 else "")
-    text = (f"; the best of {int(r.search)} such runs (the size of the paper's β search, "
-            f"if β changed nothing) would be {best:.4f} on average{share}")
+    n = int(r.search)
+    parts = [f"selection: the best of the paper's {n}-value β search, if every value gave "
+             f"runs like ours, would average {best:.4f}, {r.expected_best_low:.4f} to "
+             f"{r.expected_best_high:.4f} over our sd's {1 - NOISE_LEVEL:.0%} interval from "
+             f"{int(r.seeds)} seeds"]
     own = getattr(r, "paper_search_mean", None)
     if own is not None and not pd.isna(own):
-        text += (f"; the paper's own {int(r.search)} β cells average {own:.4f}, "
-                 f"{r.paper - own:.4f} under its reported cell (their max) and "
-                 f"{abs(own - r.mean):.4f} {'above' if own >= r.mean else 'below'} our mean")
-    return text
+        top = r.paper_search_max
+        rank = ("its reported number is their max" if abs(top - r.paper) < 5e-5
+                else f"their max is {top:.4f}, not its reported number")
+        trend = ("" if r.paper_search_rho is None or pd.isna(r.paper_search_rho) else
+                 f"; they rise with β (Spearman ρ {r.paper_search_rho:.2f}), which points to "
+                 "an effect of β there, so that difference is not selection alone"
+                 if r.paper_search_rho >= 0.8 else
+                 f"; Spearman ρ with β {r.paper_search_rho:.2f}")
+        parts.append(f"the paper's own {n} β cells average {own:.4f} and {rank}, "
+                     f"{top - own:.4f} above that mean: what selection added in its runs if β "
+                     f"did nothing{trend}")
+    return " (" + "; ".join(parts) + ")"
 
 
 def gap_verdict(gaps: pd.DataFrame, spread: pd.DataFrame) -> str:

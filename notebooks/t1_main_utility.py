@@ -115,11 +115,12 @@ if len(at_scale):
 #    *search* runs of our setting (*search*: the paper's β search in `tab:hyperparam`, six
 #    values at ε = 1), mean + sd × E[max of *search* standard normals]
 #    (`book.expected_max_of_normals`). It is what the paper would report on average if its
-#    cell were the best of that search and β changed nothing; our own β cells (T4) test that
-#    premise, and an sd from three seeds makes it rough. *paper_search_mean* is the mean of
-#    the paper's own six β cells: its reported cell is their max, so the gap splits into the
-#    paper's max minus that mean (selection, if β did nothing in its runs) and that mean
-#    minus ours (what selection leaves). The second table gives the
+#    cell were the best of that search and β changed nothing; *expected_best_low* / *_high*
+#    put the ends of σ's 95 % interval in place of our sd (from three seeds σ may be 0.52 to
+#    6.3 times it), so the point estimate alone says little. *paper_search_mean* / *_max* are
+#    the paper's own β cells: their max minus their mean is what selection added in the
+#    paper's runs only if β did nothing there, and *paper_search_rho*, their rank correlation
+#    with β, hints whether it did. The second table gives the
 #    evaluation's own spread: the same samples scored with other seeds of the evaluation
 #    classifier, each a single number of the kind the paper reports.
 # 2. **Teachers as the official code trains them.** Its 4000 teachers run as 80 batches of 50
