@@ -119,8 +119,9 @@ if len(at_scale):
 #    put the ends of σ's 95 % interval in place of our sd (from three seeds σ may be 0.52 to
 #    6.3 times it), so the point estimate alone says little. *paper_search_mean* / *_max* are
 #    the paper's own β cells: their max minus their mean is what selection added in the
-#    paper's runs only if β did nothing there, and *paper_search_rho*, their rank correlation
-#    with β, hints whether it did. The second table gives the
+#    paper's runs only if β did nothing there. *paper_search_rho*, their rank correlation
+#    with β, and *paper_search_p*, its exact permutation p-value, say whether they trend
+#    with β (at the 5 % level). The second table gives the
 #    evaluation's own spread: the same samples scored with other seeds of the evaluation
 #    classifier, each a single number of the kind the paper reports.
 # 2. **Teachers as the official code trains them.** Its 4000 teachers run as 80 batches of 50

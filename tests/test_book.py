@@ -549,6 +549,9 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     assert sp["paper_search_mean"] == pytest.approx(4.0701 / 6)  # the paper's 6 beta cells
     assert sp["paper_search_max"] == 0.7123 and sp["paper_search_rho"] == pytest.approx(
         0.9429, abs=1e-4)  # ranks 1 2 3 4 6 5: 1 - 6 x 2 / (6 x 35)
+    # exact: 12 of the 720 pairings have |rho| >= 0.9429 (ranks 123456, 123465, 124356, ...
+    # and their reversals)
+    assert sp["paper_search_p"] == pytest.approx(12 / 720)
     # sigma's 95% chi-square interval from 2 degrees of freedom: sd x 0.5207 to sd x 6.2847
     assert sp["expected_best_low"] == pytest.approx(0.70 + 0.5207 * 0.02 * 1.2672, abs=1e-4)
     assert sp["expected_best_high"] == pytest.approx(0.70 + 6.2847 * 0.02 * 1.2672, abs=1e-4)
@@ -706,17 +709,19 @@ def test_gap_verdict_sorts_the_measured_candidates_by_what_they_do():
                            expected_best_high=[0.70, None, 0.85, None],
                            paper_search_mean=[0.62, None, 0.70, None],
                            paper_search_max=[0.65, None, 0.75, None],
-                           paper_search_rho=[0.94, None, 0.1, None])
+                           paper_search_rho=[0.94, None, 0.1, None],
+                           paper_search_p=[0.017, None, 0.9, None])
     text6 = book.gap_verdict(gaps, chosen)
     assert ("ruled out) (selection: the best of the paper's 6-value β search, if every value "
             "gave runs like ours, would average 0.6300, 0.6100 to 0.7000 over our sd's 95% "
             "interval from 3 seeds; the paper's own 6 β cells average 0.6200 and its reported "
             "number is their max, 0.0300 above that mean: what selection added in its runs if "
-            "β did nothing; they rise with β (Spearman ρ 0.94), which points to an effect of β "
-            "there, so that difference is not selection alone); ") in text6
+            "β did nothing; they rise with β (Spearman ρ 0.94, exact p 0.017, a trend at the 5% "
+            "level), so that difference is not selection alone); ") in text6
     # a reported number that is not the search's max is said to be so; no trend, no claim
     assert ("their max is 0.7500, not its reported number, 0.0500 above that mean: what "
-            "selection added in its runs if β did nothing; Spearman ρ with β 0.10)") in text6
+            "selection added in its runs if β did nothing; no trend with β shown (Spearman ρ "
+            "0.10, exact p 0.900))") in text6
     assert ("sits 0.0300 above our mean over 2 training seeds, outside our 95% interval for one "
             "more run (at the 5% level the training seed alone does not account") in text
     assert "the paper's 0.7800 sits 0.0200 below our mean" in text
