@@ -561,6 +561,112 @@ def beta_search(dataset: str, epsilon: float) -> dict[float, float]:
                                                                  mine["value"], strict=True)}
 
 
+def beta_gap(root: Path | None = None) -> pd.DataFrame:
+    """The gap to the paper at each β of its ``tab:hyperparam`` search (issue 12, item 1 read
+    with Table 4): per dataset at ε = 1 and per β of :func:`beta_search`, the paper's cell,
+    ours, and ``gap`` = paper - ours. Ours is the CPU family's (bfloat16 moments, 30-epoch
+    evaluations; the one family with every β run) paper-setting run at that β: at the
+    config's own β the mean over the family's training-seed folders (:data:`SEED_FOLDERS`,
+    as :func:`seed_spread`), at another β the mean over the committed runs of that setting,
+    one per training seed (``ours_seeds``; gap variants are never cells). A β without a
+    committed run has ``ours`` None. Read by :func:`beta_gap_trend`."""
+    rows = []
+    runs = [s for s in committed_runs(root) if s["profile"] == "paper"
+            and s.get("family") == "cpu" and s.get("eval_epochs") == 30
+            and s.get("acc_paper") is not None]
+    for dataset in ("mnist", "fashion-mnist"):
+        config = f"{dataset}-eps1"
+        default = float(load_config(config, "paper").beta)
+        for beta, paper in beta_search(dataset, 1.0).items():
+            if beta == default:
+                cells = [s for s in runs if s["config"] == config
+                         and seed_folder_family(s["run_dir"]) == "cpu"]
+            else:
+                cells = [s for s in runs if s["config"] == config
+                         and not is_gap_variant_folder(config, Path(s["run_dir"]).name)
+                         and run_matches(s, "datalens",
+                                         {"beta": beta, "moment_dtype": "bfloat16"})]
+            by_seed: dict[int, float] = {}
+            for s in cells:  # one run per training seed
+                by_seed.setdefault(int(s["seed"]), float(s["acc_paper"]))
+            ours = sum(by_seed.values()) / len(by_seed) if by_seed else None
+            rows.append({"dataset": dataset, "config": config, "beta": beta,
+                         "default": beta == default, "paper": paper, "ours": ours,
+                         "ours_seeds": len(by_seed),
+                         "gap": paper - ours if ours is not None else None})
+    return pd.DataFrame(rows, columns=["dataset", "config", "beta", "default", "paper", "ours",
+                                       "ours_seeds", "gap"])
+
+
+def beta_gap_trend(table: pd.DataFrame, spread: pd.DataFrame) -> pd.DataFrame:
+    """Whether the gap to the paper changes with β (:func:`beta_gap`'s ``table``), per
+    dataset: if it is the same at every β, β does not explain it (something every cell shares
+    does); if it grows with β, the paper's runs gained from a high β what ours do not.
+
+    The test: the weighted least-squares slope of the gap on β over the cells we have, each
+    cell's gap one paper draw minus the mean of our ``ours_seeds`` draws, all with the CPU
+    family's training-seed standard deviation sd (:func:`seed_spread`, ``<dataset>-eps1``),
+    so its variance is sd² (1 + 1/ours_seeds) and its weight the inverse. The paper's cells
+    are assumed as noisy as ours (one run each); they may be less (then the test is
+    conservative) or more (each the best of a search: ``tab:hyperparam``'s caption). The slope's
+    standard error is sd / sqrt(Σ w (β - β̄)²) and ``beyond_noise`` says |slope| > t x that,
+    t the two-sided :data:`NOISE_LEVEL` quantile of Student's t with seeds - 1 degrees of
+    freedom (sd's). Changes are slope x (largest - smallest β measured), in accuracy:
+    ``gap_change``, ``threshold`` (t x standard error x that range), ``paper_change`` and
+    ``ours_change`` (the same weighted slope of each side alone). None with fewer than three
+    cells measured or no sd."""
+    cols = ["dataset", "config", "cells", "beta_low", "beta_high", "paper_change",
+            "ours_change", "gap_change", "threshold", "sd", "seeds", "beyond_noise"]
+    rows = []
+    sds = {r.config: (float(r.sd), int(r.seeds)) for r in spread.itertuples()
+           if r.family == "cpu" and r.seeds > 1 and pd.notna(r.sd)}
+    for (dataset, config), t in table.groupby(["dataset", "config"], sort=False):
+        t = t[t["ours"].notna()]
+        row = dict.fromkeys(cols)
+        row.update(dataset=dataset, config=config, cells=len(t))
+        if len(t) >= 3 and config in sds:
+            sd, n = sds[config]
+            beta = t["beta"].astype(float).to_numpy()
+            w = 1 / (1 + 1 / t["ours_seeds"].astype(float).to_numpy())
+            centred = beta - (w * beta).sum() / w.sum()
+            sxx = float((w * centred ** 2).sum())
+
+            def slope(y: Any, centred: Any = centred, w: Any = w, sxx: float = sxx) -> float:
+                return float((w * centred * y.astype(float).to_numpy()).sum() / sxx)
+
+            span = float(beta.max() - beta.min())
+            gap_slope = slope(t["gap"])
+            threshold = _noise_t(n) * sd / math.sqrt(sxx)
+            row.update(beta_low=float(beta.min()), beta_high=float(beta.max()),
+                       paper_change=slope(t["paper"]) * span, ours_change=slope(t["ours"]) * span,
+                       gap_change=gap_slope * span, threshold=threshold * span, sd=sd, seeds=n,
+                       beyond_noise=bool(abs(gap_slope) > threshold))
+        rows.append(row)
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _beta_clause(trend: pd.DataFrame | None) -> str:
+    """:func:`gap_verdict`'s sentence on β (:func:`beta_gap_trend`), empty without a test."""
+    if trend is None or not len(trend):
+        return ""
+    parts = []
+    for r in trend.itertuples():
+        if r.beyond_noise is None or pd.isna(r.beyond_noise):
+            continue
+        what = (("the gap grows with β: the paper's runs gain from a high β what ours do not"
+                 if r.gap_change > 0 else "the gap shrinks with β: ours gain more from a high "
+                 "β than the paper's") if r.beyond_noise else
+                "not told apart from a gap the same at every β")
+        parts.append(f"{r.config} over {int(r.cells)} β cells ({r.beta_low:g} to "
+                     f"{r.beta_high:g}): the paper's accuracy changes by {r.paper_change:+.4f} "
+                     f"across them, ours by {r.ours_change:+.4f}, so the gap by "
+                     f"{r.gap_change:+.4f}, {'beyond' if r.beyond_noise else 'within'} the "
+                     f"noise (±{r.threshold:.4f}: our sd {r.sd:.4f} from {int(r.seeds)} seeds "
+                     f"for every cell, the paper's too): {what}")
+    return ("β's effect, ours beside the paper's (`book.beta_gap_trend`): " + "; ".join(parts)
+            + ". ") if parts else ""
+
+
 def one_run_interval(mean: float, sd: float | None, n: int) -> tuple[float, float] | None:
     """The two-sided :data:`NOISE_LEVEL` prediction interval for one more draw from normal
     noise whose mean and standard deviation were estimated from ``n`` draws: mean ± t x sd x
@@ -602,9 +708,11 @@ def _selection_clause(r: Any) -> str:
     return " (" + "; ".join(parts) + ")"
 
 
-def gap_verdict(gaps: pd.DataFrame, spread: pd.DataFrame) -> str:
+def gap_verdict(gaps: pd.DataFrame, spread: pd.DataFrame,
+                beta_trend: pd.DataFrame | None = None) -> str:
     """The answer so far to "why do our cells sit under the paper's?" (issue 12), in words, from
-    :func:`gap_analysis`'s and :func:`seed_spread`'s tables (nothing else is read).
+    :func:`gap_analysis`'s and :func:`seed_spread`'s tables and, optionally,
+    :func:`beta_gap_trend`'s (whether the gap changes with β; nothing else is read).
 
     For each main cell with two or more training seeds, how far the paper's number sits from
     our mean, and whether it falls inside our prediction interval for one more run
@@ -663,6 +771,7 @@ def gap_verdict(gaps: pd.DataFrame, spread: pd.DataFrame) -> str:
     text = "**The answer so far.** "
     text += ("; ".join(lines) + ". ") if lines else (
         "No main cell has two training seeds yet, so the seed spread is unknown. ")
+    text += _beta_clause(beta_trend)
     if raises:
         text += "Beyond the noise and raising our number: " + "; ".join(raises) + ". "
     elif within or lowers:

@@ -123,7 +123,12 @@ if len(at_scale):
 #    with β, and *paper_search_p*, its exact permutation p-value, say whether they trend
 #    with β (at the 5 % level). The second table gives the
 #    evaluation's own spread: the same samples scored with other seeds of the evaluation
-#    classifier, each a single number of the kind the paper reports.
+#    classifier, each a single number of the kind the paper reports. The third puts our
+#    β cells (T4's, the CPU family) beside the paper's, with the gap at each β
+#    (`book.beta_gap`): if the gap is the same at every β, β does not explain it; if it grows
+#    with β, the paper's runs gained from a high β what ours do not. The test
+#    (`book.beta_gap_trend`) is the weighted slope of the gap on β against our training-seed
+#    noise, the paper's cells taken as noisy as ours.
 # 2. **Teachers as the official code trains them.** Its 4000 teachers run as 80 batches of 50
 #    slots. The 50 slots' initial weights are saved once and every batch restores them, so
 #    there are only 50 distinct initialisations. The teacher saver holds trainable variables
@@ -211,6 +216,9 @@ spread = book.seed_spread()
 display(spread.round(4))
 eval_spread = book.eval_seed_spread()
 display(eval_spread.round(4))
+betas = book.beta_gap()
+beta_trend = book.beta_gap_trend(betas, spread)
+display(betas.round(4), beta_trend.round(4))
 gaps = book.gap_analysis()
 display(gaps[["explanation", "config", "baseline", "variant", "seed_pairs", "ours_baseline",
               "ours_variant", "effect", "effect_clean", "noise_sd", "noise_seeds",
@@ -261,7 +269,7 @@ few = int((spread["seeds"] < 3).sum())
 text += (f", and {few} of the {len(spread)} main cells (per run family) have fewer than 3 "
          "training seeds." if len(spread) else ".")
 display(Markdown(text))
-display(Markdown(book.gap_verdict(gaps, spread)))
+display(Markdown(book.gap_verdict(gaps, spread, beta_trend)))
 
 # %% [markdown]
 # ## Every committed run, and where it ran

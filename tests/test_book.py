@@ -664,6 +664,79 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
         book.beyond_noise(0.1, 0.01, 3, pairs=0)
 
 
+def test_beta_gap_trend_tells_a_gap_that_grows_with_beta_from_a_constant_one(tmp_path):
+    """Issue 12 item 1 read with Table 4: the gap at each beta of the paper's search, and its
+    weighted slope on beta against the CPU family's seed noise. A gap that grows with beta
+    beyond the noise is named; one the same at every beta is not; gap variants, GPU-family
+    runs and other settings are never cells."""
+    import numpy as np
+
+    committed = Path(__file__).resolve().parents[1] / "data" / "results" / "datalens"
+    rec = json.loads((committed / "fashion-mnist-eps1" / "paper" / "run.json").read_text())
+
+    def run(folder, acc, seed=0, **cfg):
+        d = tmp_path / "datalens" / "fashion-mnist-eps1" / folder
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps(
+            {**rec, "seed": seed, "config": {**rec["config"], "moment_dtype": "bfloat16",
+                                             **cfg}}))
+        (d / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": acc,
+                                                      "clean": acc}))
+
+    paper = book.beta_search("fashion-mnist", 1.0)
+    assert paper[0.0] == 0.5859 and paper[0.9] == 0.6478  # the config's own beta is 0.9
+
+    def write(offset):  # ours = the paper's cell - offset(beta)
+        for seed, jitter in ((0, 0.0), (1, 0.005), (2, -0.005)):  # sd 0.005 at beta 0.9
+            run("paper-cpu-fast" if seed == 0 else f"paper-cpu-seed{seed}",
+                paper[0.9] - offset(0.9) + jitter, seed=seed)
+        for beta in (0.0, 0.1):
+            run(f"paper-cpu-beta{beta}", paper[beta] - offset(beta), beta=beta)
+        run("paper-cpu-official-slots", 0.99, official_slots=True)  # a gap variant
+        run("paper", 0.99, moment_dtype="float32")  # the GPU family
+        run("paper-cpu-k300", 0.10, k=300)  # another setting
+        table = book.beta_gap(tmp_path)
+        return table, book.beta_gap_trend(table, book.seed_spread(tmp_path))
+
+    # ours flat at 0.58: the gap grows from 0.0059 (beta 0) to 0.0678 (beta 0.9)
+    table, trend = write(lambda beta: paper[beta] - 0.58)
+    fm = table[table.dataset == "fashion-mnist"].set_index("beta")
+    assert fm.loc[0.9, "ours_seeds"] == 3 and fm.loc[0.9, "ours"] == pytest.approx(0.58)
+    assert fm.loc[0.0, "gap"] == pytest.approx(0.0059) and fm.loc[0.1, "ours_seeds"] == 1
+    assert fm["ours"].isna().sum() == 3 and pd.isna(fm.loc[0.5, "gap"])
+    r = trend.set_index("config").loc["fashion-mnist-eps1"]
+    assert r["cells"] == 3 and r["seeds"] == 3 and r["sd"] == pytest.approx(0.005)
+    beta = np.array([0.0, 0.1, 0.9])
+    weight = 1 / np.array([2.0, 2.0, 4 / 3])  # variance sd^2 (1 + 1/seeds)
+    gap = np.array([0.0059, 0.0303, 0.0678])
+    slope = np.polyfit(beta, gap, 1, w=np.sqrt(weight))[0]  # polyfit weighs residuals
+    assert r["gap_change"] == pytest.approx(slope * 0.9)
+    assert r["ours_change"] == pytest.approx(0.0, abs=1e-12)
+    assert r["paper_change"] == pytest.approx(slope * 0.9)
+    centred = beta - (weight * beta).sum() / weight.sum()
+    assert r["threshold"] == pytest.approx(
+        4.3027 * 0.005 / math.sqrt((weight * centred ** 2).sum()) * 0.9, rel=1e-4)
+    assert r["beyond_noise"] is True  # +0.054 against +-0.035
+    assert "the gap grows with β" in book._beta_clause(trend)
+    spread = book.seed_spread(tmp_path)
+    assert "the gap grows with β" in book.gap_verdict(pd.DataFrame(), spread, trend)
+    assert "β's effect" not in book.gap_verdict(pd.DataFrame(), spread)
+
+    # ours 0.06 under the paper at every beta: no change in the gap
+    _, same = write(lambda beta: 0.06)
+    s = same.set_index("config").loc["fashion-mnist-eps1"]
+    assert s["gap_change"] == pytest.approx(0.0, abs=1e-9) and s["beyond_noise"] is False
+    assert "not told apart from a gap the same at every β" in book._beta_clause(same)
+    # fewer than three cells: no test
+    shutil.rmtree(tmp_path / "datalens" / "fashion-mnist-eps1" / "paper-cpu-beta0.1")
+    table = book.beta_gap(tmp_path)
+    two = book.beta_gap_trend(table, book.seed_spread(tmp_path)).set_index("config")
+    assert two.loc["fashion-mnist-eps1", "cells"] == 2
+    assert two.loc["fashion-mnist-eps1", "beyond_noise"] is None
+    assert book._beta_clause(two) == ""
+
+
 def test_gap_verdict_sorts_the_measured_candidates_by_what_they_do():
     """T1's answer: a candidate beyond the noise that raises ours is named with its share of
     the gap of its run family's main cell (none for a variant at another setting), one that
