@@ -567,59 +567,76 @@ def beta_gap(root: Path | None = None) -> pd.DataFrame:
     ours, and ``gap`` = paper - ours. Ours is the CPU family's (bfloat16 moments, 30-epoch
     evaluations; the one family with every β run) paper-setting run at that β: at the
     config's own β the mean over the family's training-seed folders (:data:`SEED_FOLDERS`,
-    as :func:`seed_spread`), at another β the mean over the committed runs of that setting,
-    one per training seed (``ours_seeds``; gap variants are never cells). A β without a
-    committed run has ``ours`` None. Read by :func:`beta_gap_trend`."""
+    the runs of :func:`seed_spread`'s sd), at another β the mean over the committed runs of
+    that setting with bfloat16 moments and a 30-epoch evaluation (:func:`run_matches`, so a
+    gap variant, whose settings differ, is never a cell), one per
+    training seed, the first folder by name where a seed has two (``ours_seeds``).
+    ``ours_seed0`` is the seed-0 run alone (None without one): every β cell but the default's
+    is one, so seed 0 at every β is the seed-matched comparison. A β without a committed run
+    has ``ours`` None. Read by :func:`beta_gap_trend`."""
     rows = []
-    runs = [s for s in committed_runs(root) if s["profile"] == "paper"
-            and s.get("family") == "cpu" and s.get("eval_epochs") == 30
-            and s.get("acc_paper") is not None]
+    runs = sorted((s for s in committed_runs(root) if s["profile"] == "paper"
+                   and s.get("acc_paper") is not None), key=lambda s: s["run_dir"])
     for dataset in ("mnist", "fashion-mnist"):
         config = f"{dataset}-eps1"
         default = float(load_config(config, "paper").beta)
         for beta, paper in beta_search(dataset, 1.0).items():
-            if beta == default:
+            if beta == default:  # the runs seed_spread takes, so that its sd is theirs
                 cells = [s for s in runs if s["config"] == config
                          and seed_folder_family(s["run_dir"]) == "cpu"]
             else:
                 cells = [s for s in runs if s["config"] == config
-                         and not is_gap_variant_folder(config, Path(s["run_dir"]).name)
-                         and run_matches(s, "datalens",
-                                         {"beta": beta, "moment_dtype": "bfloat16"})]
+                         and s.get("eval_epochs") == 30 and run_matches(
+                             s, "datalens", {"beta": beta, "moment_dtype": "bfloat16"})]
             by_seed: dict[int, float] = {}
             for s in cells:  # one run per training seed
                 by_seed.setdefault(int(s["seed"]), float(s["acc_paper"]))
             ours = sum(by_seed.values()) / len(by_seed) if by_seed else None
             rows.append({"dataset": dataset, "config": config, "beta": beta,
                          "default": beta == default, "paper": paper, "ours": ours,
-                         "ours_seeds": len(by_seed),
+                         "ours_seeds": len(by_seed), "ours_seed0": by_seed.get(0),
                          "gap": paper - ours if ours is not None else None})
     return pd.DataFrame(rows, columns=["dataset", "config", "beta", "default", "paper", "ours",
-                                       "ours_seeds", "gap"])
+                                       "ours_seeds", "ours_seed0", "gap"])
 
 
 def beta_gap_trend(table: pd.DataFrame, spread: pd.DataFrame) -> pd.DataFrame:
     """Whether the gap to the paper changes with β (:func:`beta_gap`'s ``table``), per
-    dataset: if it is the same at every β, β does not explain it (something every cell shares
-    does); if it grows with β, the paper's runs gained from a high β what ours do not.
+    dataset. A gap that changes with β says the paper's accuracy and ours respond to β
+    differently (``paper_change`` and ``ours_change`` say which side moves); a gap not shown
+    to change leaves β's part open unless the test had the power to see a change as large
+    as the gap itself (``threshold`` against the gap at the default β).
 
     The test: the weighted least-squares slope of the gap on β over the cells we have, each
     cell's gap one paper draw minus the mean of our ``ours_seeds`` draws, all with the CPU
     family's training-seed standard deviation sd (:func:`seed_spread`, ``<dataset>-eps1``),
-    so its variance is sd² (1 + 1/ours_seeds) and its weight the inverse. The paper's cells
-    are assumed as noisy as ours (one run each); they may be less (then the test is
-    conservative) or more (each the best of a search: ``tab:hyperparam``'s caption). The slope's
-    standard error is sd / sqrt(Σ w (β - β̄)²) and ``beyond_noise`` says |slope| > t x that,
-    t the two-sided :data:`NOISE_LEVEL` quantile of Student's t with seeds - 1 degrees of
-    freedom (sd's). Changes are slope x (largest - smallest β measured), in accuracy:
-    ``gap_change``, ``threshold`` (t x standard error x that range), ``paper_change`` and
-    ``ours_change`` (the same weighted slope of each side alone). None with fewer than three
-    cells measured or no sd."""
+    so its variance is sd² (1 + 1/ours_seeds) and its weight the inverse (sd cancels in the
+    slope). The paper's cells are *assumed* as noisy as one run of ours. If each is instead
+    the best of a search (``tab:hyperparam``'s caption), that lifts every cell by about the
+    same amount, which cancels in the slope. Our non-default cells share training seed 0
+    with one of the default's seeds; that positive correlation makes the test conservative.
+    The slope's standard error is sd / sqrt(Σ w (β - β̄)²), and ``beyond_noise`` says |slope|
+    > t x that, t the two-sided :data:`NOISE_LEVEL` quantile of Student's t with seeds - 1
+    degrees of freedom (sd's; under normal noise the default cell's mean and sd are
+    independent, so the ratio is exactly t). Changes are slope x (largest - smallest β
+    measured), in accuracy: ``gap_change``, ``threshold`` (t x standard error x that range),
+    ``paper_change`` and ``ours_change`` (the same weighted slope of each side alone), and
+    ``ours_seed0_change`` (the unweighted slope of the seed-0 runs alone over the same β,
+    the seed-matched view; None where a β lacks one). ``default_gap`` is the gap at the
+    config's own β. None with fewer than three cells measured or no sd."""
     cols = ["dataset", "config", "cells", "beta_low", "beta_high", "paper_change",
-            "ours_change", "gap_change", "threshold", "sd", "seeds", "beyond_noise"]
+            "ours_change", "ours_seed0_change", "gap_change", "threshold", "default_gap", "sd",
+            "seeds", "beyond_noise"]
+    import numpy as np
+
     rows = []
     sds = {r.config: (float(r.sd), int(r.seeds)) for r in spread.itertuples()
            if r.family == "cpu" and r.seeds > 1 and pd.notna(r.sd)}
+
+    def slope(x: Any, y: Any, w: Any) -> float:  # weighted least-squares slope of y on x
+        centred = x - (w * x).sum() / w.sum()
+        return float((w * centred * y).sum() / (w * centred ** 2).sum())
+
     for (dataset, config), t in table.groupby(["dataset", "config"], sort=False):
         t = t[t["ours"].notna()]
         row = dict.fromkeys(cols)
@@ -627,20 +644,22 @@ def beta_gap_trend(table: pd.DataFrame, spread: pd.DataFrame) -> pd.DataFrame:
         if len(t) >= 3 and config in sds:
             sd, n = sds[config]
             beta = t["beta"].astype(float).to_numpy()
+            span = float(beta.max() - beta.min())
             w = 1 / (1 + 1 / t["ours_seeds"].astype(float).to_numpy())
             centred = beta - (w * beta).sum() / w.sum()
-            sxx = float((w * centred ** 2).sum())
-
-            def slope(y: Any, centred: Any = centred, w: Any = w, sxx: float = sxx) -> float:
-                return float((w * centred * y.astype(float).to_numpy()).sum() / sxx)
-
-            span = float(beta.max() - beta.min())
-            gap_slope = slope(t["gap"])
-            threshold = _noise_t(n) * sd / math.sqrt(sxx)
+            gap_slope = slope(beta, t["gap"].astype(float).to_numpy(), w)
+            threshold = _noise_t(n) * sd / math.sqrt(float((w * centred ** 2).sum()))
+            seed0 = t["ours_seed0"]
+            default = t[t["default"].astype(bool)]
             row.update(beta_low=float(beta.min()), beta_high=float(beta.max()),
-                       paper_change=slope(t["paper"]) * span, ours_change=slope(t["ours"]) * span,
-                       gap_change=gap_slope * span, threshold=threshold * span, sd=sd, seeds=n,
-                       beyond_noise=bool(abs(gap_slope) > threshold))
+                       paper_change=slope(beta, t["paper"].astype(float).to_numpy(), w) * span,
+                       ours_change=slope(beta, t["ours"].astype(float).to_numpy(), w) * span,
+                       ours_seed0_change=(slope(beta, seed0.astype(float).to_numpy(),
+                                                np.ones_like(beta)) * span
+                                          if seed0.notna().all() else None),
+                       gap_change=gap_slope * span, threshold=threshold * span,
+                       default_gap=float(default["gap"].iloc[0]) if len(default) else None,
+                       sd=sd, seeds=n, beyond_noise=bool(abs(gap_slope) > threshold))
         rows.append(row)
     return pd.DataFrame(rows, columns=cols)
 
@@ -653,16 +672,23 @@ def _beta_clause(trend: pd.DataFrame | None) -> str:
     for r in trend.itertuples():
         if r.beyond_noise is None or pd.isna(r.beyond_noise):
             continue
-        what = (("the gap grows with β: the paper's runs gain from a high β what ours do not"
-                 if r.gap_change > 0 else "the gap shrinks with β: ours gain more from a high "
-                 "β than the paper's") if r.beyond_noise else
-                "not told apart from a gap the same at every β")
+        seed0 = ("" if r.ours_seed0_change is None or pd.isna(r.ours_seed0_change) else
+                 f"; seed 0 alone at every β {r.ours_seed0_change:+.4f}")
+        if r.beyond_noise:
+            what = (f"the gap {'grows' if r.gap_change > 0 else 'shrinks'} with β beyond the "
+                    "noise: the paper's accuracy and ours respond to β differently")
+        else:
+            weak = (r.default_gap is not None and not pd.isna(r.default_gap)
+                    and r.threshold > abs(r.default_gap))
+            what = ("a change with β is not shown" + (
+                f", and the test is too noisy to tell: it sees only changes beyond "
+                f"±{r.threshold:.4f}, more than the whole gap at the config's β "
+                f"({r.default_gap:+.4f})" if weak else ""))
         parts.append(f"{r.config} over {int(r.cells)} β cells ({r.beta_low:g} to "
                      f"{r.beta_high:g}): the paper's accuracy changes by {r.paper_change:+.4f} "
-                     f"across them, ours by {r.ours_change:+.4f}, so the gap by "
-                     f"{r.gap_change:+.4f}, {'beyond' if r.beyond_noise else 'within'} the "
-                     f"noise (±{r.threshold:.4f}: our sd {r.sd:.4f} from {int(r.seeds)} seeds "
-                     f"for every cell, the paper's too): {what}")
+                     f"across them, ours by {r.ours_change:+.4f}{seed0}, so the gap by "
+                     f"{r.gap_change:+.4f} against ±{r.threshold:.4f} (our sd {r.sd:.4f} from "
+                     f"{int(r.seeds)} seeds for every cell, assumed for the paper's too): {what}")
     return ("β's effect, ours beside the paper's (`book.beta_gap_trend`): " + "; ".join(parts)
             + ". ") if parts else ""
 

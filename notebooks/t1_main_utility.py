@@ -125,10 +125,12 @@ if len(at_scale):
 #    evaluation's own spread: the same samples scored with other seeds of the evaluation
 #    classifier, each a single number of the kind the paper reports. The third puts our
 #    β cells (T4's, the CPU family) beside the paper's, with the gap at each β
-#    (`book.beta_gap`): if the gap is the same at every β, β does not explain it; if it grows
-#    with β, the paper's runs gained from a high β what ours do not. The test
-#    (`book.beta_gap_trend`) is the weighted slope of the gap on β against our training-seed
-#    noise, the paper's cells taken as noisy as ours.
+#    (`book.beta_gap`). A gap that changes with β says that the paper's accuracy and ours
+#    respond to β differently (the two changes say which side moves); a gap not shown to
+#    change leaves β's part open unless the test could have seen a change as large as the gap.
+#    The test (`book.beta_gap_trend`) is the weighted slope of the gap on β against our
+#    training-seed noise, the paper's cells assumed as noisy as one run of ours;
+#    *ours_seed0_change* is the seed-matched view (seed 0 at every β).
 # 2. **Teachers as the official code trains them.** Its 4000 teachers run as 80 batches of 50
 #    slots. The 50 slots' initial weights are saved once and every batch restores them, so
 #    there are only 50 distinct initialisations. The teacher saver holds trainable variables

@@ -666,9 +666,9 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
 
 def test_beta_gap_trend_tells_a_gap_that_grows_with_beta_from_a_constant_one(tmp_path):
     """Issue 12 item 1 read with Table 4: the gap at each beta of the paper's search, and its
-    weighted slope on beta against the CPU family's seed noise. A gap that grows with beta
-    beyond the noise is named; one the same at every beta is not; gap variants, GPU-family
-    runs and other settings are never cells."""
+    weighted slope on beta against the CPU family's seed noise. A gap that grows or shrinks
+    with beta beyond the noise is named; one the same at every beta is not; GPU-family runs,
+    other settings, other evaluation lengths and a second run of a seed are never cells."""
     import numpy as np
 
     committed = Path(__file__).resolve().parents[1] / "data" / "results" / "datalens"
@@ -693,8 +693,14 @@ def test_beta_gap_trend_tells_a_gap_that_grows_with_beta_from_a_constant_one(tmp
                 paper[0.9] - offset(0.9) + jitter, seed=seed)
         for beta in (0.0, 0.1):
             run(f"paper-cpu-beta{beta}", paper[beta] - offset(beta), beta=beta)
-        run("paper-cpu-official-slots", 0.99, official_slots=True)  # a gap variant
-        run("paper", 0.99, moment_dtype="float32")  # the GPU family
+        run("paper-cpu-beta0.1-zz", 0.99, beta=0.1)  # seed 0 again: the first folder counts
+        run("paper-cpu-beta0.1-float32", 0.99, beta=0.1, moment_dtype="float32")  # GPU family
+        run("paper-cpu-beta0.1-long", 0.99, seed=1, beta=0.1)  # a 600-epoch evaluation
+        long = tmp_path / "datalens" / "fashion-mnist-eps1" / "paper-cpu-beta0.1-long"
+        (long / "eval-30ep.json").rename(long / "eval-600ep.json")
+        (long / "eval-600ep.json").write_text(json.dumps({"epochs": 600, "paper": 0.99,
+                                                           "clean": 0.99}))
+        run("paper-cpu-official-slots", 0.99, adam_slots=50, init_slots=50)  # a gap variant
         run("paper-cpu-k300", 0.10, k=300)  # another setting
         table = book.beta_gap(tmp_path)
         return table, book.beta_gap_trend(table, book.seed_spread(tmp_path))
@@ -703,7 +709,9 @@ def test_beta_gap_trend_tells_a_gap_that_grows_with_beta_from_a_constant_one(tmp
     table, trend = write(lambda beta: paper[beta] - 0.58)
     fm = table[table.dataset == "fashion-mnist"].set_index("beta")
     assert fm.loc[0.9, "ours_seeds"] == 3 and fm.loc[0.9, "ours"] == pytest.approx(0.58)
+    assert fm.loc[0.9, "ours_seed0"] == pytest.approx(0.58)
     assert fm.loc[0.0, "gap"] == pytest.approx(0.0059) and fm.loc[0.1, "ours_seeds"] == 1
+    assert fm.loc[0.1, "ours"] == pytest.approx(0.58)
     assert fm["ours"].isna().sum() == 3 and pd.isna(fm.loc[0.5, "gap"])
     r = trend.set_index("config").loc["fashion-mnist-eps1"]
     assert r["cells"] == 3 and r["seeds"] == 3 and r["sd"] == pytest.approx(0.005)
@@ -713,23 +721,43 @@ def test_beta_gap_trend_tells_a_gap_that_grows_with_beta_from_a_constant_one(tmp
     slope = np.polyfit(beta, gap, 1, w=np.sqrt(weight))[0]  # polyfit weighs residuals
     assert r["gap_change"] == pytest.approx(slope * 0.9)
     assert r["ours_change"] == pytest.approx(0.0, abs=1e-12)
+    assert r["ours_seed0_change"] == pytest.approx(0.0, abs=1e-12)
     assert r["paper_change"] == pytest.approx(slope * 0.9)
+    assert r["default_gap"] == pytest.approx(0.0678)
     centred = beta - (weight * beta).sum() / weight.sum()
     assert r["threshold"] == pytest.approx(
         4.3027 * 0.005 / math.sqrt((weight * centred ** 2).sum()) * 0.9, rel=1e-4)
     assert r["beyond_noise"] is True  # +0.054 against +-0.035
-    assert "the gap grows with β" in book._beta_clause(trend)
+    assert "the gap grows with β beyond the noise" in book._beta_clause(trend)
     spread = book.seed_spread(tmp_path)
     assert "the gap grows with β" in book.gap_verdict(pd.DataFrame(), spread, trend)
     assert "β's effect" not in book.gap_verdict(pd.DataFrame(), spread)
 
-    # ours 0.06 under the paper at every beta: no change in the gap
+    # ours 0.06 under the paper at every beta: no change in the gap, and a test able to see
+    # a change as large as the gap
     _, same = write(lambda beta: 0.06)
     s = same.set_index("config").loc["fashion-mnist-eps1"]
     assert s["gap_change"] == pytest.approx(0.0, abs=1e-9) and s["beyond_noise"] is False
-    assert "not told apart from a gap the same at every β" in book._beta_clause(same)
+    assert s["threshold"] < s["default_gap"]
+    assert book._beta_clause(same).endswith("a change with β is not shown. ")
+    # ours above the paper at a high beta: the gap shrinks
+    _, shrinks = write(lambda beta: 0.06 - 0.1 * beta)
+    s = shrinks.set_index("config").loc["fashion-mnist-eps1"]
+    assert s["gap_change"] == pytest.approx(-0.09) and s["beyond_noise"] is True
+    seed0 = [paper[b] - 0.06 + 0.1 * b for b in beta]  # unweighted: one run each
+    assert s["ours_seed0_change"] == pytest.approx(np.polyfit(beta, seed0, 1)[0] * 0.9)
+    assert "the gap shrinks with β beyond the noise" in book._beta_clause(shrinks)
+    # a noisy family: not shown, and the test too weak for a change the size of the gap
+    run("paper-cpu-seed1", 0.6478 - 0.06 + 0.05, seed=1)
+    run("paper-cpu-seed2", 0.6478 - 0.06 - 0.05, seed=2)
+    table = book.beta_gap(tmp_path)
+    noisy = book.beta_gap_trend(table, book.seed_spread(tmp_path))
+    assert noisy.iloc[-1]["beyond_noise"] is False
+    assert "too noisy to tell" in book._beta_clause(noisy)
     # fewer than three cells: no test
     shutil.rmtree(tmp_path / "datalens" / "fashion-mnist-eps1" / "paper-cpu-beta0.1")
+    for extra in ("zz", "float32", "long"):
+        shutil.rmtree(tmp_path / "datalens" / "fashion-mnist-eps1" / f"paper-cpu-beta0.1-{extra}")
     table = book.beta_gap(tmp_path)
     two = book.beta_gap_trend(table, book.seed_spread(tmp_path)).set_index("config")
     assert two.loc["fashion-mnist-eps1", "cells"] == 2
