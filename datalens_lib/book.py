@@ -569,11 +569,11 @@ def beta_gap(root: Path | None = None) -> pd.DataFrame:
     config's own β the mean over the family's training-seed folders (:data:`SEED_FOLDERS`,
     the runs of :func:`seed_spread`'s sd), at another β the mean over the committed runs of
     that setting with bfloat16 moments and a 30-epoch evaluation (:func:`run_matches`, so a
-    gap variant, whose settings differ, is never a cell), one per
-    training seed, the first folder by name where a seed has two (``ours_seeds``).
-    ``ours_seed0`` is the seed-0 run alone (None without one): every β cell but the default's
-    is one, so seed 0 at every β is the seed-matched comparison. A β without a committed run
-    has ``ours`` None. Read by :func:`beta_gap_trend`."""
+    gap variant, whose settings differ, is never a cell), one per training seed, the first
+    folder by name where a seed has two (``ours_seeds``; ``ours_sd`` their sample standard
+    deviation, None with one). ``ours_seed0`` is the seed-0 run alone (None without one):
+    every β has one, so seed 0 at every β is the seed-matched comparison. A β without a
+    committed run has ``ours`` None. Read by :func:`beta_gap_trend`."""
     rows = []
     runs = sorted((s for s in committed_runs(root) if s["profile"] == "paper"
                    and s.get("acc_paper") is not None), key=lambda s: s["run_dir"])
@@ -595,12 +595,14 @@ def beta_gap(root: Path | None = None) -> pd.DataFrame:
             rows.append({"dataset": dataset, "config": config, "beta": beta,
                          "default": beta == default, "paper": paper, "ours": ours,
                          "ours_seeds": len(by_seed), "ours_seed0": by_seed.get(0),
+                         "ours_sd": (float(pd.Series(list(by_seed.values())).std())
+                                     if len(by_seed) > 1 else None),
                          "gap": paper - ours if ours is not None else None})
     return pd.DataFrame(rows, columns=["dataset", "config", "beta", "default", "paper", "ours",
-                                       "ours_seeds", "ours_seed0", "gap"])
+                                       "ours_seeds", "ours_seed0", "ours_sd", "gap"])
 
 
-def beta_gap_trend(table: pd.DataFrame, spread: pd.DataFrame) -> pd.DataFrame:
+def beta_gap_trend(table: pd.DataFrame) -> pd.DataFrame:
     """Whether the gap to the paper changes with β (:func:`beta_gap`'s ``table``), per
     dataset. A gap that changes with β says the paper's accuracy and ours respond to β
     differently (``paper_change`` and ``ours_change`` say which side moves); a gap not shown
@@ -608,30 +610,37 @@ def beta_gap_trend(table: pd.DataFrame, spread: pd.DataFrame) -> pd.DataFrame:
     as the gap itself (``threshold`` against the gap at the default β).
 
     The test: the weighted least-squares slope of the gap on β over the cells we have, each
-    cell's gap one paper draw minus the mean of our ``ours_seeds`` draws, all with the CPU
-    family's training-seed standard deviation sd (:func:`seed_spread`, ``<dataset>-eps1``),
-    so its variance is sd² (1 + 1/ours_seeds) and its weight the inverse (sd cancels in the
-    slope). The paper's cells are *assumed* as noisy as one run of ours. If each is instead
-    the best of a search (``tab:hyperparam``'s caption), that lifts every cell by about the
-    same amount, which cancels in the slope. Our non-default cells share training seed 0
-    with one of the default's seeds; that positive correlation makes the test conservative.
+    cell's gap one paper draw minus the mean of our ``ours_seeds`` draws, all with one
+    training-seed standard deviation sd, so its variance is sd² (1 + 1/ours_seeds) and its
+    weight the inverse (sd cancels in the slope). sd is pooled over the dataset's cells with
+    two or more seeds (at the default β the runs of :func:`seed_spread`'s sd, at another β
+    further seeds of that cell): Σ (n - 1) s² / Σ (n - 1), with ``noise_df`` = Σ (n - 1)
+    degrees of freedom: further seeds at another β enter the estimate (and ``ours_sd`` there
+    shows whether the noise differs from the default's). The paper's cells are *assumed* as
+    noisy as one run of ours. If each is instead the best of a search (``tab:hyperparam``'s
+    caption), that lifts every cell by about the same amount, which cancels in the slope.
+    Our cells share training seed 0 (the default's mean includes it); that positive
+    correlation makes the test conservative.
     The slope's standard error is sd / sqrt(Σ w (β - β̄)²), and ``beyond_noise`` says |slope|
-    > t x that, t the two-sided :data:`NOISE_LEVEL` quantile of Student's t with seeds - 1
-    degrees of freedom (sd's; under normal noise the default cell's mean and sd are
-    independent, so the ratio is exactly t). Changes are slope x (largest - smallest β
+    > t x that, t the two-sided :data:`NOISE_LEVEL` quantile of Student's t with
+    ``noise_df`` degrees of freedom (under normal noise the cells' means and the pooled sd
+    are independent, so the ratio is exactly t). Changes are slope x (largest - smallest β
     measured), in accuracy: ``gap_change``, ``threshold`` (t x standard error x that range),
     ``paper_change`` and ``ours_change`` (the same weighted slope of each side alone), and
     ``ours_seed0_change`` (the unweighted slope of the seed-0 runs alone over the same β,
     the seed-matched view; None where a β lacks one). ``default_gap`` is the gap at the
-    config's own β. None with fewer than three cells measured or no sd."""
+    config's own β. ``lack_of_fit_p``: the F test of the cells' weighted scatter about the
+    fitted line against the pooled noise (cells - 2 and ``noise_df`` degrees of freedom); a
+    small p says the cells scatter more than that noise allows, so the noise at the other β
+    values is larger than where it was measured, or the gap is not linear in β: either way
+    the slope test's premise fails there. None with fewer than three cells measured or no
+    sd."""
     cols = ["dataset", "config", "cells", "beta_low", "beta_high", "paper_change",
             "ours_change", "ours_seed0_change", "gap_change", "threshold", "default_gap", "sd",
-            "seeds", "beyond_noise"]
+            "noise_df", "noise_cells", "beyond_noise", "lack_of_fit_p"]
     import numpy as np
 
     rows = []
-    sds = {r.config: (float(r.sd), int(r.seeds)) for r in spread.itertuples()
-           if r.family == "cpu" and r.seeds > 1 and pd.notna(r.sd)}
 
     def slope(x: Any, y: Any, w: Any) -> float:  # weighted least-squares slope of y on x
         centred = x - (w * x).sum() / w.sum()
@@ -641,14 +650,17 @@ def beta_gap_trend(table: pd.DataFrame, spread: pd.DataFrame) -> pd.DataFrame:
         t = t[t["ours"].notna()]
         row = dict.fromkeys(cols)
         row.update(dataset=dataset, config=config, cells=len(t))
-        if len(t) >= 3 and config in sds:
-            sd, n = sds[config]
+        several = t[t["ours_seeds"] > 1]
+        noise_df = int((several["ours_seeds"] - 1).sum())
+        if len(t) >= 3 and noise_df > 0:
+            sd = math.sqrt(float(((several["ours_seeds"] - 1)
+                                  * several["ours_sd"].astype(float) ** 2).sum()) / noise_df)
             beta = t["beta"].astype(float).to_numpy()
             span = float(beta.max() - beta.min())
             w = 1 / (1 + 1 / t["ours_seeds"].astype(float).to_numpy())
             centred = beta - (w * beta).sum() / w.sum()
             gap_slope = slope(beta, t["gap"].astype(float).to_numpy(), w)
-            threshold = _noise_t(n) * sd / math.sqrt(float((w * centred ** 2).sum()))
+            threshold = _noise_t(noise_df + 1) * sd / math.sqrt(float((w * centred ** 2).sum()))
             seed0 = t["ours_seed0"]
             default = t[t["default"].astype(bool)]
             row.update(beta_low=float(beta.min()), beta_high=float(beta.max()),
@@ -659,7 +671,16 @@ def beta_gap_trend(table: pd.DataFrame, spread: pd.DataFrame) -> pd.DataFrame:
                                           if seed0.notna().all() else None),
                        gap_change=gap_slope * span, threshold=threshold * span,
                        default_gap=float(default["gap"].iloc[0]) if len(default) else None,
-                       sd=sd, seeds=n, beyond_noise=bool(abs(gap_slope) > threshold))
+                       sd=sd, noise_df=noise_df, noise_cells=len(several),
+                       beyond_noise=bool(abs(gap_slope) > threshold))
+            if len(t) > 2:  # the cells' scatter about the line against the pooled noise
+                from scipy.stats import f as fisher
+
+                gap = t["gap"].astype(float).to_numpy()
+                mean_gap = (w * gap).sum() / w.sum()
+                fitted = mean_gap + gap_slope * (beta - (w * beta).sum() / w.sum())
+                ratio = float((w * (gap - fitted) ** 2).sum()) / (len(t) - 2) / sd ** 2
+                row["lack_of_fit_p"] = float(fisher.sf(ratio, len(t) - 2, noise_df))
         rows.append(row)
     return pd.DataFrame(rows, columns=cols)
 
@@ -684,11 +705,19 @@ def _beta_clause(trend: pd.DataFrame | None) -> str:
                 f", and the test is too noisy to tell: it sees only changes beyond "
                 f"±{r.threshold:.4f}, more than the whole gap at the config's β "
                 f"({r.default_gap:+.4f})" if weak else ""))
+        fit = getattr(r, "lack_of_fit_p", None)
+        if fit is not None and not pd.isna(fit) and fit < NOISE_LEVEL:
+            what += (f"; but the cells scatter about that line more than the noise allows "
+                     f"(lack of fit, F test p {fit:.3g}): the noise away from the seeds' β may "
+                     "be larger, or the gap not linear in β, so this reading is not yet "
+                     "reliable; further seeds at another β decide it")
         parts.append(f"{r.config} over {int(r.cells)} β cells ({r.beta_low:g} to "
                      f"{r.beta_high:g}): the paper's accuracy changes by {r.paper_change:+.4f} "
                      f"across them, ours by {r.ours_change:+.4f}{seed0}, so the gap by "
-                     f"{r.gap_change:+.4f} against ±{r.threshold:.4f} (our sd {r.sd:.4f} from "
-                     f"{int(r.seeds)} seeds for every cell, assumed for the paper's too): {what}")
+                     f"{r.gap_change:+.4f} against ±{r.threshold:.4f} (our seed sd {r.sd:.4f}, "
+                     f"pooled over the seeds of {int(r.noise_cells)} β cell(s), "
+                     f"{int(r.noise_df)} degrees of freedom, assumed for every cell and the "
+                     f"paper's): {what}")
     return ("β's effect, ours beside the paper's (`book.beta_gap_trend`): " + "; ".join(parts)
             + ". ") if parts else ""
 

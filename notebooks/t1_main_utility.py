@@ -219,7 +219,7 @@ display(spread.round(4))
 eval_spread = book.eval_seed_spread()
 display(eval_spread.round(4))
 betas = book.beta_gap()
-beta_trend = book.beta_gap_trend(betas, spread)
+beta_trend = book.beta_gap_trend(betas)
 display(betas.round(4), beta_trend.round(4))
 gaps = book.gap_analysis()
 display(gaps[["explanation", "config", "baseline", "variant", "seed_pairs", "ours_baseline",

@@ -703,7 +703,7 @@ def test_beta_gap_trend_tells_a_gap_that_grows_with_beta_from_a_constant_one(tmp
         run("paper-cpu-official-slots", 0.99, adam_slots=50, init_slots=50)  # a gap variant
         run("paper-cpu-k300", 0.10, k=300)  # another setting
         table = book.beta_gap(tmp_path)
-        return table, book.beta_gap_trend(table, book.seed_spread(tmp_path))
+        return table, book.beta_gap_trend(table)
 
     # ours flat at 0.58: the gap grows from 0.0059 (beta 0) to 0.0678 (beta 0.9)
     table, trend = write(lambda beta: paper[beta] - 0.58)
@@ -714,7 +714,9 @@ def test_beta_gap_trend_tells_a_gap_that_grows_with_beta_from_a_constant_one(tmp
     assert fm.loc[0.1, "ours"] == pytest.approx(0.58)
     assert fm["ours"].isna().sum() == 3 and pd.isna(fm.loc[0.5, "gap"])
     r = trend.set_index("config").loc["fashion-mnist-eps1"]
-    assert r["cells"] == 3 and r["seeds"] == 3 and r["sd"] == pytest.approx(0.005)
+    assert r["cells"] == 3 and r["noise_df"] == 2 and r["noise_cells"] == 1
+    assert r["sd"] == pytest.approx(0.005) and fm.loc[0.9, "ours_sd"] == pytest.approx(0.005)
+    assert pd.isna(fm.loc[0.1, "ours_sd"])
     beta = np.array([0.0, 0.1, 0.9])
     weight = 1 / np.array([2.0, 2.0, 4 / 3])  # variance sd^2 (1 + 1/seeds)
     gap = np.array([0.0059, 0.0303, 0.0678])
@@ -728,6 +730,13 @@ def test_beta_gap_trend_tells_a_gap_that_grows_with_beta_from_a_constant_one(tmp
     assert r["threshold"] == pytest.approx(
         4.3027 * 0.005 / math.sqrt((weight * centred ** 2).sum()) * 0.9, rel=1e-4)
     assert r["beyond_noise"] is True  # +0.054 against +-0.035
+    from scipy.stats import f as fisher  # scatter about the line: weighted RSS / sd^2, 1 df
+
+    a, b = np.polyfit(beta, gap, 1, w=np.sqrt(weight))[::-1]
+    rss = (weight * (gap - a - b * beta) ** 2).sum()
+    assert r["lack_of_fit_p"] == pytest.approx(fisher.sf(rss / 0.005 ** 2, 1, 2))
+    assert (r["lack_of_fit_p"] < 0.05) == ("more than the noise allows"
+                                           in book._beta_clause(trend))
     assert "the gap grows with β beyond the noise" in book._beta_clause(trend)
     spread = book.seed_spread(tmp_path)
     assert "the gap grows with β" in book.gap_verdict(pd.DataFrame(), spread, trend)
@@ -739,7 +748,12 @@ def test_beta_gap_trend_tells_a_gap_that_grows_with_beta_from_a_constant_one(tmp
     s = same.set_index("config").loc["fashion-mnist-eps1"]
     assert s["gap_change"] == pytest.approx(0.0, abs=1e-9) and s["beyond_noise"] is False
     assert s["threshold"] < s["default_gap"]
+    assert s["lack_of_fit_p"] == pytest.approx(1.0)  # on the line exactly
     assert book._beta_clause(same).endswith("a change with β is not shown. ")
+    # ours dipping at beta 0.1 (the committed cells' shape): the line misfits the cells
+    _, dip = write(lambda beta: {0.0: -0.01, 0.1: 0.058, 0.9: 0.067}[beta])
+    d = dip.set_index("config").loc["fashion-mnist-eps1"]
+    assert d["lack_of_fit_p"] < 0.05 and "more than the noise allows" in book._beta_clause(dip)
     # ours above the paper at a high beta: the gap shrinks
     _, shrinks = write(lambda beta: 0.06 - 0.1 * beta)
     s = shrinks.set_index("config").loc["fashion-mnist-eps1"]
@@ -751,15 +765,37 @@ def test_beta_gap_trend_tells_a_gap_that_grows_with_beta_from_a_constant_one(tmp
     run("paper-cpu-seed1", 0.6478 - 0.06 + 0.05, seed=1)
     run("paper-cpu-seed2", 0.6478 - 0.06 - 0.05, seed=2)
     table = book.beta_gap(tmp_path)
-    noisy = book.beta_gap_trend(table, book.seed_spread(tmp_path))
+    noisy = book.beta_gap_trend(table)
     assert noisy.iloc[-1]["beyond_noise"] is False
     assert "too noisy to tell" in book._beta_clause(noisy)
+    # a second seed at beta 0.1 (0.01 above the first): the noise is pooled over both cells,
+    # (2 x 0.005^2 + 1 x 0.0071^2) / 3, with 3 degrees of freedom, and beta 0.1 weighs more
+    _, _ = write(lambda beta: 0.06)
+    run("paper-cpu-beta0.1-seed1", paper[0.1] - 0.06 + 0.01, seed=1, beta=0.1)
+    table = book.beta_gap(tmp_path)
+    pooled = book.beta_gap_trend(table).set_index("config").loc["fashion-mnist-eps1"]
+    fm = table[table.dataset == "fashion-mnist"].set_index("beta")
+    assert fm.loc[0.1, "ours_seeds"] == 2 and fm.loc[0.1, "ours_seed0"] == pytest.approx(
+        paper[0.1] - 0.06)
+    assert fm.loc[0.1, "ours_sd"] == pytest.approx(0.01 / math.sqrt(2))
+    assert pooled["noise_df"] == 3 and pooled["noise_cells"] == 2
+    assert pooled["sd"] == pytest.approx(math.sqrt((2 * 0.005 ** 2 + 0.01 ** 2 / 2) / 3))
+    weight = 1 / np.array([2.0, 1.5, 4 / 3])
+    centred = beta - (weight * beta).sum() / weight.sum()
+    assert pooled["threshold"] == pytest.approx(  # t(0.975, 3) = 3.1824
+        3.1824 * pooled["sd"] / math.sqrt((weight * centred ** 2).sum()) * 0.9, rel=1e-4)
+    gap = np.array([0.06, 0.055, 0.06])
+    assert pooled["gap_change"] == pytest.approx(
+        np.polyfit(beta, gap, 1, w=np.sqrt(weight))[0] * 0.9)
+    assert "pooled over the seeds of 2 β cell(s), 3 degrees of freedom" in book._beta_clause(
+        book.beta_gap_trend(table))
+    shutil.rmtree(tmp_path / "datalens" / "fashion-mnist-eps1" / "paper-cpu-beta0.1-seed1")
     # fewer than three cells: no test
     shutil.rmtree(tmp_path / "datalens" / "fashion-mnist-eps1" / "paper-cpu-beta0.1")
     for extra in ("zz", "float32", "long"):
         shutil.rmtree(tmp_path / "datalens" / "fashion-mnist-eps1" / f"paper-cpu-beta0.1-{extra}")
     table = book.beta_gap(tmp_path)
-    two = book.beta_gap_trend(table, book.seed_spread(tmp_path)).set_index("config")
+    two = book.beta_gap_trend(table).set_index("config")
     assert two.loc["fashion-mnist-eps1", "cells"] == 2
     assert two.loc["fashion-mnist-eps1", "beyond_noise"] is None
     assert book._beta_clause(two) == ""
