@@ -129,8 +129,11 @@ if len(at_scale):
 #    respond to β differently (the two changes say which side moves); a gap not shown to
 #    change leaves β's part open unless the test could have seen a change as large as the gap.
 #    The test (`book.beta_gap_trend`) is the weighted slope of the gap on β against our
-#    training-seed noise, the paper's cells assumed as noisy as one run of ours;
-#    *ours_seed0_change* is the seed-matched view (seed 0 at every β).
+#    training-seed noise (pooled over every β cell with several seeds), the paper's cells
+#    assumed as noisy as one run of ours; *ours_seed0_change* is the seed-matched view (seed 0
+#    at every β), and *lack_of_fit_p* says whether the cells scatter about the line more than
+#    that noise allows (then the noise away from the seeds' β is larger, or the gap is not
+#    linear in β, and the slope's verdict waits for more seeds).
 # 2. **Teachers as the official code trains them.** Its 4000 teachers run as 80 batches of 50
 #    slots. The 50 slots' initial weights are saved once and every batch restores them, so
 #    there are only 50 distinct initialisations. The teacher saver holds trainable variables
