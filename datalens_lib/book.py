@@ -623,17 +623,19 @@ def beta_gap_trend(table: pd.DataFrame) -> pd.DataFrame:
     correlation makes the test conservative.
     The slope's standard error is sd / sqrt(Σ w (β - β̄)²), and ``beyond_noise`` says |slope|
     > t x that, t the two-sided :data:`NOISE_LEVEL` quantile of Student's t with
-    ``noise_df`` degrees of freedom (under normal noise the cells' means and the pooled sd
-    are independent, so the ratio is exactly t). Changes are slope x (largest - smallest β
+    ``noise_df`` degrees of freedom (under normal noise with independent seeds the cells'
+    means and the pooled sd are independent, so the ratio is t; the shared seed 0 makes it
+    approximate). Changes are slope x (largest - smallest β
     measured), in accuracy: ``gap_change``, ``threshold`` (t x standard error x that range),
     ``paper_change`` and ``ours_change`` (the same weighted slope of each side alone), and
     ``ours_seed0_change`` (the unweighted slope of the seed-0 runs alone over the same β,
     the seed-matched view; None where a β lacks one). ``default_gap`` is the gap at the
     config's own β. ``lack_of_fit_p``: the F test of the cells' weighted scatter about the
     fitted line against the pooled noise (cells - 2 and ``noise_df`` degrees of freedom); a
-    small p says the cells scatter more than that noise allows, so the noise at the other β
-    values is larger than where it was measured, or the gap is not linear in β: either way
-    the slope test's premise fails there. None with fewer than three cells measured or no
+    small p says the cells scatter more than that noise allows: our noise at the other β
+    values is larger than where it was measured, the gap is not linear in β, or the paper's
+    cells are noisier than one run of ours (it cannot tell which). Either way the slope
+    test's premise fails there. None with fewer than three cells measured or no
     sd."""
     cols = ["dataset", "config", "cells", "beta_low", "beta_high", "paper_change",
             "ours_change", "ours_seed0_change", "gap_change", "threshold", "default_gap", "sd",
@@ -707,10 +709,12 @@ def _beta_clause(trend: pd.DataFrame | None) -> str:
                 f"({r.default_gap:+.4f})" if weak else ""))
         fit = getattr(r, "lack_of_fit_p", None)
         if fit is not None and not pd.isna(fit) and fit < NOISE_LEVEL:
-            what += (f"; but the cells scatter about that line more than the noise allows "
-                     f"(lack of fit, F test p {fit:.3g}): the noise away from the seeds' β may "
-                     "be larger, or the gap not linear in β, so this reading is not yet "
-                     "reliable; further seeds at another β decide it")
+            what = (f"the slope {'exceeds' if r.beyond_noise else 'stays within'} the "
+                    "pooled-noise threshold, but the cells scatter about the line more than "
+                    f"that noise allows (lack of fit, F test p {fit:.3g}), so no verdict yet: "
+                    "our noise away from the seeds' β may be larger, the gap may not be linear "
+                    "in β, or the paper's cells may be noisier than one run of ours; seeds at "
+                    "other β values test our noise there, further β cells the line")
         parts.append(f"{r.config} over {int(r.cells)} β cells ({r.beta_low:g} to "
                      f"{r.beta_high:g}): the paper's accuracy changes by {r.paper_change:+.4f} "
                      f"across them, ours by {r.ours_change:+.4f}{seed0}, so the gap by "

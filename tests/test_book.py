@@ -735,7 +735,7 @@ def test_beta_gap_trend_tells_a_gap_that_grows_with_beta_from_a_constant_one(tmp
     a, b = np.polyfit(beta, gap, 1, w=np.sqrt(weight))[::-1]
     rss = (weight * (gap - a - b * beta) ** 2).sum()
     assert r["lack_of_fit_p"] == pytest.approx(fisher.sf(rss / 0.005 ** 2, 1, 2))
-    assert (r["lack_of_fit_p"] < 0.05) == ("more than the noise allows"
+    assert (r["lack_of_fit_p"] < 0.05) == ("more than that noise allows"
                                            in book._beta_clause(trend))
     assert "the gap grows with β beyond the noise" in book._beta_clause(trend)
     spread = book.seed_spread(tmp_path)
@@ -753,7 +753,9 @@ def test_beta_gap_trend_tells_a_gap_that_grows_with_beta_from_a_constant_one(tmp
     # ours dipping at beta 0.1 (the committed cells' shape): the line misfits the cells
     _, dip = write(lambda beta: {0.0: -0.01, 0.1: 0.058, 0.9: 0.067}[beta])
     d = dip.set_index("config").loc["fashion-mnist-eps1"]
-    assert d["lack_of_fit_p"] < 0.05 and "more than the noise allows" in book._beta_clause(dip)
+    assert d["lack_of_fit_p"] < 0.05 and d["beyond_noise"] is True
+    assert "the slope exceeds the pooled-noise threshold, but" in book._beta_clause(dip)
+    assert "grows with β beyond the noise" not in book._beta_clause(dip)  # no verdict
     # ours above the paper at a high beta: the gap shrinks
     _, shrinks = write(lambda beta: 0.06 - 0.1 * beta)
     s = shrinks.set_index("config").loc["fashion-mnist-eps1"]
@@ -789,6 +791,21 @@ def test_beta_gap_trend_tells_a_gap_that_grows_with_beta_from_a_constant_one(tmp
         np.polyfit(beta, gap, 1, w=np.sqrt(weight))[0] * 0.9)
     assert "pooled over the seeds of 2 β cell(s), 3 degrees of freedom" in book._beta_clause(
         book.beta_gap_trend(table))
+    # two more cells off the line (beta 0.3 and 0.5): the scatter's F test has cells - 2 = 3
+    # and noise_df = 3 degrees of freedom (two cells with seeds)
+    run("paper-cpu-beta0.3", paper[0.3] - 0.06 - 0.02, beta=0.3)
+    run("paper-cpu-beta0.5", paper[0.5] - 0.05, beta=0.5)
+    table = book.beta_gap(tmp_path)
+    five = book.beta_gap_trend(table).set_index("config").loc["fashion-mnist-eps1"]
+    b5 = np.array([0.0, 0.1, 0.3, 0.5, 0.9])
+    w5 = 1 / np.array([2.0, 1.5, 2.0, 2.0, 4 / 3])
+    g5 = np.array([0.06, 0.055, 0.08, 0.05, 0.06])
+    a, b = np.polyfit(b5, g5, 1, w=np.sqrt(w5))[::-1]
+    rss = (w5 * (g5 - a - b * b5) ** 2).sum()
+    assert five["cells"] == 5 and five["noise_cells"] == 2
+    assert five["lack_of_fit_p"] == pytest.approx(fisher.sf(rss / 3 / five["sd"] ** 2, 3, 3))
+    for extra in ("0.3", "0.5"):
+        shutil.rmtree(tmp_path / "datalens" / "fashion-mnist-eps1" / f"paper-cpu-beta{extra}")
     shutil.rmtree(tmp_path / "datalens" / "fashion-mnist-eps1" / "paper-cpu-beta0.1-seed1")
     # fewer than three cells: no test
     shutil.rmtree(tmp_path / "datalens" / "fashion-mnist-eps1" / "paper-cpu-beta0.1")
