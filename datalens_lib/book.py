@@ -675,14 +675,13 @@ def beta_gap_trend(table: pd.DataFrame) -> pd.DataFrame:
                        default_gap=float(default["gap"].iloc[0]) if len(default) else None,
                        sd=sd, noise_df=noise_df, noise_cells=len(several),
                        beyond_noise=bool(abs(gap_slope) > threshold))
-            if len(t) > 2:  # the cells' scatter about the line against the pooled noise
-                from scipy.stats import f as fisher
+            # the cells' scatter about the line against the pooled noise
+            from scipy.stats import f as fisher
 
-                gap = t["gap"].astype(float).to_numpy()
-                mean_gap = (w * gap).sum() / w.sum()
-                fitted = mean_gap + gap_slope * (beta - (w * beta).sum() / w.sum())
-                ratio = float((w * (gap - fitted) ** 2).sum()) / (len(t) - 2) / sd ** 2
-                row["lack_of_fit_p"] = float(fisher.sf(ratio, len(t) - 2, noise_df))
+            gap = t["gap"].astype(float).to_numpy()
+            fitted = (w * gap).sum() / w.sum() + gap_slope * centred
+            ratio = float((w * (gap - fitted) ** 2).sum()) / (len(t) - 2) / sd ** 2
+            row["lack_of_fit_p"] = float(fisher.sf(ratio, len(t) - 2, noise_df))
         rows.append(row)
     return pd.DataFrame(rows, columns=cols)
 
