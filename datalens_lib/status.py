@@ -20,6 +20,9 @@ the paper's transcribed numbers (``data/paper/*.csv``):
   lack needs a dataset that cannot be downloaded here), ``not run``, or for artifacts without
   numbers to compare (figures, timings on other hardware) ``shown at paper scale``.
 
+:func:`cell_table` lists the cells behind those counts: every paper-scale cell of ours beside
+the paper's number, with ``ours − paper`` where the cell is compared and the reason where not.
+
 The tolerance is a parameter (default 2 points of accuracy) because most cells have a single
 training seed (the status page counts the main settings that have several); with several
 seeds per cell, the seed spread is the natural tolerance.
@@ -34,7 +37,7 @@ from typing import Any
 import pandas as pd
 
 from . import store
-from .results import PAPER_DIR, compared_with_paper, run_family
+from .results import MIN_COMPARED_EVAL_EPOCHS, PAPER_DIR, compared_with_paper, run_family
 
 VERDICTS = ("agrees", "differs", "shown at paper scale", "pipeline check only",
             "needs user data", "not run")
@@ -156,6 +159,99 @@ def summarise(art: Artifact, tolerance: float = 0.02, root=None) -> dict[str, An
 def status_table(tolerance: float = 0.02, root=None) -> pd.DataFrame:
     """One row per paper artifact (:func:`summarise`)."""
     return pd.DataFrame([summarise(a, tolerance, root) for a in artifacts()])
+
+
+def not_compared_because(c: dict[str, Any]) -> str:
+    """Why a paper-scale cell of ours stands beside the paper's number without a difference
+    (``""`` when it is compared: :func:`_is_compared`); the first reason that applies, in the
+    order :func:`results.compared_with_paper` and ``comparable`` are checked."""
+    if c.get("comparable", True) is False:
+        return "another scale (our domain classifier, not the paper's)"
+    if not _finite(c.get("paper")):
+        return "the paper has no number for this cell"
+    if c.get("family") == "cpu":
+        return "CPU family: bfloat16 Adam moments, 30-epoch evaluation (T1's gap analysis)"
+    if c.get("variant") is True:
+        return "a variant of the paper's setting"
+    ep = c.get("eval_epochs")
+    if _finite(ep) and float(ep) < MIN_COMPARED_EVAL_EPOCHS:
+        return f"{float(ep):g}-epoch evaluation (< {MIN_COMPARED_EVAL_EPOCHS})"
+    return ""
+
+
+CELL_COLUMNS = ("artifact", "page", "dataset", "method", "epsilon", "parameter", "family",
+                "paper", "ours", "ours - paper", "not compared because")
+
+
+def cell_table(root=None) -> pd.DataFrame:
+    """Every cell of ours at paper scale beside the paper's number: one row per cell of
+    :func:`our_rows` (a CPU-family row beside a float32 one) with a finite number of ours, in
+    the artifacts' order. ``ours - paper`` is given only for the cells the status page compares
+    (:func:`_is_compared`, in the artifact's own unit); the others say why not
+    (:func:`not_compared_because`). Smoke and cpu-profile rows are pipeline checks and never
+    listed. Columns: :data:`CELL_COLUMNS`."""
+    out = []
+    for art in artifacts():
+        if not art.metric:
+            continue
+        for c in our_rows(art, root=root):
+            if c.get("profile") != "paper" or not _finite(c.get("ours")):
+                continue
+            why = "" if _is_compared(c) else not_compared_because(c)
+            out.append({"artifact": art.artifact, "page": art.page,
+                        "dataset": c.get("dataset"), "method": c.get("method"),
+                        "epsilon": _text(c.get("epsilon")),
+                        "parameter": _text(c.get("parameter")), "family": c.get("family"),
+                        "paper": c.get("paper") if _finite(c.get("paper")) else math.nan,
+                        "ours": float(c["ours"]),
+                        "ours - paper": float(c["ours"] - c["paper"]) if not why else math.nan,
+                        "not compared because": why})
+    return pd.DataFrame(out, columns=list(CELL_COLUMNS))
+
+
+def _text(x: Any) -> str:
+    """A key column as the book prints it: ``""`` for missing, ``1`` for 1.0, else ``str``."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return ""
+    if isinstance(x, float) and x.is_integer():
+        return str(int(x))
+    return str(x)
+
+
+def cells_html(cells: pd.DataFrame) -> str:
+    """:func:`cell_table` as HTML: one collapsible block per artifact (its count of compared
+    cells in the summary line), numbers in the artifact's unit, ``—`` for nothing."""
+    if cells.empty:
+        return "<p>No cell of ours is at paper scale yet.</p>"
+
+    def num(x: Any, signed: bool = False) -> str:
+        if not _finite(x):
+            return "—"
+        return f"{x:+.4g}" if signed else f"{x:.4g}"
+
+    td = "class='n'"
+    blocks = []
+    for art, g in cells.groupby("artifact", sort=False):
+        page = g["page"].iloc[0]
+        name = f'<a href="{page}.html"><code>{art}</code></a>' if isinstance(page, str) \
+            else f"<code>{art}</code>"
+        n = int(g["ours - paper"].notna().sum())
+        rows = "".join(
+            f"<tr><td>{r['dataset']}</td><td>{r['method']}</td><td>{r['epsilon']}</td>"
+            f"<td>{r['parameter']}</td><td>{r['family']}</td><td {td}>{num(r['paper'])}</td>"
+            f"<td {td}>{num(r['ours'])}</td><td {td}>{num(r['ours - paper'], True)}</td>"
+            f"<td class='why'>{r['not compared because']}</td></tr>"
+            for r in g.to_dict("records"))
+        head = ("<tr><th>dataset</th><th>method</th><th>ε</th><th>parameter</th><th>family</th>"
+                "<th>paper</th><th>ours</th><th>ours − paper</th><th>not compared because</th>"
+                "</tr>")
+        blocks.append(f"<details><summary>{name}: {len(g)} cell(s) at paper scale, {n} "
+                      f"compared</summary><table class='datalens-cells'>"
+                      f"<thead>{head}</thead><tbody>{rows}</tbody></table></details>")
+    style = ("<style>table.datalens-cells{font-size:0.85em}"
+             "table.datalens-cells td.n{text-align:right;padding:0 0.6em;white-space:nowrap}"
+             "table.datalens-cells td.why{font-size:0.9em}</style>")
+    return style + "".join(blocks)
 
 
 def method_matrix(root=None) -> pd.DataFrame:

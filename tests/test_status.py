@@ -375,3 +375,71 @@ def test_lowdp_eps1_column_counts_a_seed_once(tmp_path):
     assert (one.family, one.seeds) == ("cpu", 2) and one.ours == pytest.approx(0.67)
     spread = book.seed_spread(root=tmp_path).iloc[0]
     assert spread.seeds == 2 and spread["mean"] == pytest.approx(0.67)
+
+
+def test_cell_table_lists_every_paper_scale_cell_and_says_why_one_is_not_compared(tmp_path):
+    """The status page's cell-by-cell view: paper-scale cells only (a smoke row is a pipeline
+    check), ours - paper for the compared ones in the artifact's unit, a reason for each of the
+    others, in the artifacts' order; the HTML has one collapsible block per artifact."""
+    hyper = [
+        {"dataset": "mnist", "parameter": "k=200", "ours": 0.68, "paper": 0.7123,
+         "profile": "paper", "family": "gpu", "eval_epochs": 600},
+        {"dataset": "mnist", "parameter": "k=300", "ours": 0.683, "paper": 0.6753,
+         "profile": "paper", "family": "cpu", "eval_epochs": 30},
+        {"dataset": "fashion-mnist", "parameter": "k=100", "ours": 0.2, "paper": 0.5738,
+         "profile": "paper", "family": "gpu", "eval_epochs": 5},
+        {"dataset": "fashion-mnist", "parameter": "beta=0", "ours": 0.6, "paper": 0.5859,
+         "profile": "paper", "family": "gpu", "eval_epochs": 600, "variant": True},
+        {"dataset": "mnist", "parameter": "k=100", "ours": 0.17, "paper": 0.5889,
+         "profile": "smoke", "family": "-", "eval_epochs": 2},
+        {"dataset": "mnist", "parameter": "teachers=2000", "ours": None, "paper": 0.5841,
+         "profile": "paper", "family": "gpu"}]
+    _save(tmp_path, "tab:hyperparam", hyper)
+    _save(tmp_path, "tab:image", [
+        {"dataset": "mnist", "epsilon": 1.0, "ours": 0.70, "paper": 0.7123, "profile": "paper",
+         "family": "gpu", "eval_epochs": 600.0}])
+    _save(tmp_path, "tab:visual", [
+        {"dataset": "mnist", "epsilon": "1", "method": "DataLens", "ours": 3.8, "paper": 4.37,
+         "profile": "paper", "family": "gpu", "comparable": False}])
+    _save(tmp_path, "tab:compression", [
+        {"dataset": "mnist", "method": "-", "aggregator": "d2pfed-paper", "ours": 0.15,
+         "paper": None, "profile": "paper", "family": "gpu", "eval_epochs": 30}])
+    _save(tmp_path, "tab:dpsgd-mnist", [
+        {"dataset": "mnist", "method": "GM-DP", "epsilon": 0.05, "parameter": "", "ours": 77.9,
+         "paper": 78.4, "profile": "paper", "family": "gpu"}])
+    t = status.cell_table(root=tmp_path)
+    assert list(t.columns) == list(status.CELL_COLUMNS)
+    order = [a.artifact for a in status.artifacts()]
+    assert list(t.artifact) == sorted(t.artifact, key=order.index)  # the paper's order
+    assert len(t) == 8 and "smoke" not in set(t.family) and (t.family != "-").all()
+    by = {(r["artifact"], r["dataset"], r["parameter"]): r for r in t.to_dict("records")}
+    assert by[("tab:image", "mnist", "")]["epsilon"] == "1"
+    diff = {k: r["ours - paper"] for k, r in by.items()}
+    assert diff[("tab:image", "mnist", "")] == pytest.approx(0.70 - 0.7123)
+    assert diff[("tab:hyperparam", "mnist", "k=200")] == pytest.approx(0.68 - 0.7123)
+    assert diff[("tab:dpsgd-mnist", "mnist", "")] == pytest.approx(77.9 - 78.4)  # points
+    compared = t[t["ours - paper"].notna()]
+    assert (compared["not compared because"] == "").all() and len(compared) == 3
+    rest = t[t["ours - paper"].isna()].set_index(["artifact", "parameter"])[
+        "not compared because"]
+    assert rest.str.len().gt(0).all()  # every other cell says why
+    assert rest[("tab:hyperparam", "k=300")].startswith("CPU family")
+    assert rest[("tab:hyperparam", "k=100")].startswith("5-epoch evaluation")
+    assert rest[("tab:hyperparam", "beta=0")] == "a variant of the paper's setting"
+    assert rest[("tab:visual", "")].startswith("another scale")
+    assert rest[("tab:compression", "")] == "the paper has no number for this cell"
+    assert math.isnan(t.set_index("artifact").loc["tab:compression", "paper"])
+    # the reasons agree with the status page's own count of compared cells
+    for art in status.artifacts():
+        if art.metric:
+            row = status.summarise(art, root=tmp_path)
+            n = int(t[(t.artifact == art.artifact)]["ours - paper"].notna().sum())
+            assert (row["median |ours - paper|"] is None) == (n == 0), art.artifact
+    html = status.cells_html(t)
+    assert html.count("<details>") == t.artifact.nunique() == 5
+    where = [html.index(f"<code>{a}</code>") for a in dict.fromkeys(t.artifact)]
+    assert where == sorted(where)  # blocks in the paper's order, not alphabetical
+    assert "<code>tab:hyperparam</code></a>: 4 cell(s) at paper scale, 1 compared" in html
+    assert "−0.0323" not in html and "-0.0323" in html  # signed, 4 significant digits
+    assert html.count("<tr>") == len(t) + t.artifact.nunique()  # a head row per block
+    assert status.cells_html(status.cell_table(root=tmp_path / "empty")).startswith("<p>No ")
