@@ -30,6 +30,7 @@ seeds per cell, the seed spread is the natural tolerance.
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -163,20 +164,23 @@ def status_table(tolerance: float = 0.02, root=None) -> pd.DataFrame:
 
 def not_compared_because(c: dict[str, Any]) -> str:
     """Why a paper-scale cell of ours stands beside the paper's number without a difference
-    (``""`` when it is compared: :func:`_is_compared`); the first reason that applies, in the
-    order :func:`results.compared_with_paper` and ``comparable`` are checked."""
+    (``""`` when it is compared: :func:`_is_compared`): the first that applies of another
+    scale, no paper number, the CPU family, a variant, a short evaluation (the conditions of
+    ``comparable`` and :func:`results.compared_with_paper`, read as that function reads
+    them)."""
     if c.get("comparable", True) is False:
         return "another scale (our domain classifier, not the paper's)"
     if not _finite(c.get("paper")):
         return "the paper has no number for this cell"
     if c.get("family") == "cpu":
-        return "CPU family: bfloat16 Adam moments, 30-epoch evaluation (T1's gap analysis)"
+        return "CPU family (bfloat16 Adam moments): compared within its family"
     if c.get("variant") is True:
         return "a variant of the paper's setting"
     ep = c.get("eval_epochs")
-    if _finite(ep) and float(ep) < MIN_COMPARED_EVAL_EPOCHS:
-        return f"{float(ep):g}-epoch evaluation (< {MIN_COMPARED_EVAL_EPOCHS})"
-    return ""
+    if ep is not None and not (isinstance(ep, float) and math.isnan(ep)) \
+            and float(ep) < MIN_COMPARED_EVAL_EPOCHS:
+        return f"{float(ep):g}-epoch evaluation (fewer than {MIN_COMPARED_EVAL_EPOCHS})"
+    return "" if _is_compared(c) else "not compared (results.compared_with_paper)"
 
 
 CELL_COLUMNS = ("artifact", "page", "dataset", "method", "epsilon", "parameter", "family",
@@ -197,14 +201,15 @@ def cell_table(root=None) -> pd.DataFrame:
         for c in our_rows(art, root=root):
             if c.get("profile") != "paper" or not _finite(c.get("ours")):
                 continue
-            why = "" if _is_compared(c) else not_compared_because(c)
+            compared = _is_compared(c)
+            why = "" if compared else not_compared_because(c)
             out.append({"artifact": art.artifact, "page": art.page,
                         "dataset": c.get("dataset"), "method": c.get("method"),
                         "epsilon": _text(c.get("epsilon")),
                         "parameter": _text(c.get("parameter")), "family": c.get("family"),
                         "paper": c.get("paper") if _finite(c.get("paper")) else math.nan,
                         "ours": float(c["ours"]),
-                        "ours - paper": float(c["ours"] - c["paper"]) if not why else math.nan,
+                        "ours - paper": float(c["ours"] - c["paper"]) if compared else math.nan,
                         "not compared because": why})
     return pd.DataFrame(out, columns=list(CELL_COLUMNS))
 
@@ -219,8 +224,9 @@ def _text(x: Any) -> str:
 
 
 def cells_html(cells: pd.DataFrame) -> str:
-    """:func:`cell_table` as HTML: one collapsible block per artifact (its count of compared
-    cells in the summary line), numbers in the artifact's unit, ``—`` for nothing."""
+    """:func:`cell_table` as HTML: one collapsible block per artifact (its summary line counts
+    the cells with a paper number, those without, and the compared ones), numbers in the
+    artifact's unit, ``—`` for nothing, ``∞`` for an infinite ε, every text escaped."""
     if cells.empty:
         return "<p>No cell of ours is at paper scale yet.</p>"
 
@@ -229,24 +235,31 @@ def cells_html(cells: pd.DataFrame) -> str:
             return "—"
         return f"{x:+.4g}" if signed else f"{x:.4g}"
 
+    def text(x: Any) -> str:
+        return "∞" if str(x) == "inf" else html.escape(str(x))
+
     td = "class='n'"
     blocks = []
     for art, g in cells.groupby("artifact", sort=False):
         page = g["page"].iloc[0]
-        name = f'<a href="{page}.html"><code>{art}</code></a>' if isinstance(page, str) \
-            else f"<code>{art}</code>"
+        name = (f'<a href="{html.escape(page)}.html"><code>{html.escape(art)}</code></a>'
+                if isinstance(page, str) else f"<code>{html.escape(art)}</code>")
         n = int(g["ours - paper"].notna().sum())
+        paper = int(g["paper"].notna().sum())
+        extra = len(g) - paper
+        count = f"{paper} cell(s) with a paper number" + (f", {extra} without" if extra else "")
         rows = "".join(
-            f"<tr><td>{r['dataset']}</td><td>{r['method']}</td><td>{r['epsilon']}</td>"
-            f"<td>{r['parameter']}</td><td>{r['family']}</td><td {td}>{num(r['paper'])}</td>"
+            f"<tr><td>{text(r['dataset'])}</td><td>{text(r['method'])}</td>"
+            f"<td>{text(r['epsilon'])}</td><td>{text(r['parameter'])}</td>"
+            f"<td>{text(r['family'])}</td><td {td}>{num(r['paper'])}</td>"
             f"<td {td}>{num(r['ours'])}</td><td {td}>{num(r['ours - paper'], True)}</td>"
-            f"<td class='why'>{r['not compared because']}</td></tr>"
+            f"<td class='why'>{text(r['not compared because'])}</td></tr>"
             for r in g.to_dict("records"))
         head = ("<tr><th>dataset</th><th>method</th><th>ε</th><th>parameter</th><th>family</th>"
                 "<th>paper</th><th>ours</th><th>ours − paper</th><th>not compared because</th>"
                 "</tr>")
-        blocks.append(f"<details><summary>{name}: {len(g)} cell(s) at paper scale, {n} "
-                      f"compared</summary><table class='datalens-cells'>"
+        blocks.append(f"<details><summary>{name}: {count}; {n} compared"
+                      f"</summary><table class='datalens-cells'>"
                       f"<thead>{head}</thead><tbody>{rows}</tbody></table></details>")
     style = ("<style>table.datalens-cells{font-size:0.85em}"
              "table.datalens-cells td.n{text-align:right;padding:0 0.6em;white-space:nowrap}"

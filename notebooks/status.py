@@ -69,15 +69,17 @@ fig = status.heatmap(matrix)
 # One block per artifact (click to open): each cell of ours at paper scale with the paper's
 # number, and `ours − paper` where the status page compares the two (in the artifact's own
 # unit: accuracy as a fraction, DP-SGD tables in percent). The other cells say why they stand
-# beside the paper's number without a difference: the CPU family (bfloat16 Adam moments and a
-# 30-epoch evaluation, compared within its family in T1's gap analysis), another scale (IS and
-# FID from our domain classifiers), a variant of the paper's setting, or no paper number for
-# that cell. Smoke and cpu-profile results are pipeline checks and are not listed.
+# beside the paper's number without a difference: the CPU family (bfloat16 Adam moments;
+# compared within its family, and in T1's gap analysis with its seed spread), another scale (IS and
+# FID from our domain classifiers), a variant of the paper's setting, an evaluation shorter
+# than 30 epochs, or no paper number for that cell (ours at a budget or setting the paper's
+# table does not list). Smoke and cpu-profile results are pipeline checks and are not listed.
 # `status.cell_table()` gives the same rows as a DataFrame.
 
 # %%
 cells = status.cell_table()
 display(Markdown(
-    f"**{len(cells)} cells of ours at paper scale** in {cells.artifact.nunique()} artifacts; "
-    f"{int(cells['ours - paper'].notna().sum())} of them compared with the paper's number."))
+    f"**{len(cells)} cells of ours at paper scale** in {cells.artifact.nunique()} artifacts, "
+    f"{int(cells['paper'].notna().sum())} of them with a paper number; "
+    f"{int(cells['ours - paper'].notna().sum())} compared with it."))
 display(HTML(status.cells_html(cells)))

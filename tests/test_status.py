@@ -393,14 +393,20 @@ def test_cell_table_lists_every_paper_scale_cell_and_says_why_one_is_not_compare
         {"dataset": "mnist", "parameter": "k=100", "ours": 0.17, "paper": 0.5889,
          "profile": "smoke", "family": "-", "eval_epochs": 2},
         {"dataset": "mnist", "parameter": "teachers=2000", "ours": None, "paper": 0.5841,
-         "profile": "paper", "family": "gpu"}]
+         "profile": "paper", "family": "gpu"},
+        {"dataset": "mnist", "parameter": "teachers=3000", "ours": 0.72, "paper": 0.7061,
+         "profile": "paper", "family": "gpu", "eval_epochs": "600"},  # above the paper
+        {"dataset": "mnist", "parameter": "beta=0.1", "ours": 0.6, "paper": 0.645,
+         "profile": "paper", "family": "gpu", "eval_epochs": "5"}]  # epochs as text
     _save(tmp_path, "tab:hyperparam", hyper)
     _save(tmp_path, "tab:image", [
         {"dataset": "mnist", "epsilon": 1.0, "ours": 0.70, "paper": 0.7123, "profile": "paper",
          "family": "gpu", "eval_epochs": 600.0}])
     _save(tmp_path, "tab:visual", [
         {"dataset": "mnist", "epsilon": "1", "method": "DataLens", "ours": 3.8, "paper": 4.37,
-         "profile": "paper", "family": "gpu", "comparable": False}])
+         "profile": "paper", "family": "gpu", "comparable": False},
+        {"dataset": "mnist", "epsilon": "inf", "method": "real <data> & co", "ours": 9.7,
+         "paper": 9.86, "profile": "paper", "family": "gpu", "comparable": False}])
     _save(tmp_path, "tab:compression", [
         {"dataset": "mnist", "method": "-", "aggregator": "d2pfed-paper", "ours": 0.15,
          "paper": None, "profile": "paper", "family": "gpu", "eval_epochs": 30}])
@@ -411,22 +417,24 @@ def test_cell_table_lists_every_paper_scale_cell_and_says_why_one_is_not_compare
     assert list(t.columns) == list(status.CELL_COLUMNS)
     order = [a.artifact for a in status.artifacts()]
     assert list(t.artifact) == sorted(t.artifact, key=order.index)  # the paper's order
-    assert len(t) == 8 and "smoke" not in set(t.family) and (t.family != "-").all()
+    assert len(t) == 11 and "smoke" not in set(t.family) and (t.family != "-").all()
     by = {(r["artifact"], r["dataset"], r["parameter"]): r for r in t.to_dict("records")}
     assert by[("tab:image", "mnist", "")]["epsilon"] == "1"
     diff = {k: r["ours - paper"] for k, r in by.items()}
     assert diff[("tab:image", "mnist", "")] == pytest.approx(0.70 - 0.7123)
     assert diff[("tab:hyperparam", "mnist", "k=200")] == pytest.approx(0.68 - 0.7123)
     assert diff[("tab:dpsgd-mnist", "mnist", "")] == pytest.approx(77.9 - 78.4)  # points
+    assert diff[("tab:hyperparam", "mnist", "teachers=3000")] == pytest.approx(0.72 - 0.7061)
     compared = t[t["ours - paper"].notna()]
-    assert (compared["not compared because"] == "").all() and len(compared) == 3
+    assert (compared["not compared because"] == "").all() and len(compared) == 4
     rest = t[t["ours - paper"].isna()].set_index(["artifact", "parameter"])[
         "not compared because"]
     assert rest.str.len().gt(0).all()  # every other cell says why
     assert rest[("tab:hyperparam", "k=300")].startswith("CPU family")
     assert rest[("tab:hyperparam", "k=100")].startswith("5-epoch evaluation")
+    assert rest[("tab:hyperparam", "beta=0.1")].startswith("5-epoch evaluation")  # "5" too
     assert rest[("tab:hyperparam", "beta=0")] == "a variant of the paper's setting"
-    assert rest[("tab:visual", "")].startswith("another scale")
+    assert rest[("tab:visual", "")].str.startswith("another scale").all()
     assert rest[("tab:compression", "")] == "the paper has no number for this cell"
     assert math.isnan(t.set_index("artifact").loc["tab:compression", "paper"])
     # the reasons agree with the status page's own count of compared cells
@@ -439,7 +447,13 @@ def test_cell_table_lists_every_paper_scale_cell_and_says_why_one_is_not_compare
     assert html.count("<details>") == t.artifact.nunique() == 5
     where = [html.index(f"<code>{a}</code>") for a in dict.fromkeys(t.artifact)]
     assert where == sorted(where)  # blocks in the paper's order, not alphabetical
-    assert "<code>tab:hyperparam</code></a>: 4 cell(s) at paper scale, 1 compared" in html
-    assert "−0.0323" not in html and "-0.0323" in html  # signed, 4 significant digits
+    assert "<code>tab:hyperparam</code></a>: 6 cell(s) with a paper number; 2 compared" in html
+    assert "<code>tab:compression</code></a>: 0 cell(s) with a paper number, 1 without; 0 " \
+        "compared" in html
+    n = "<td class='n'>"
+    assert f"{n}0.7123</td>{n}0.68</td>{n}-0.0323</td>" in html  # paper, ours, signed diff
+    assert f"{n}0.7061</td>{n}0.72</td>{n}+0.0139</td>" in html
+    assert "real &lt;data&gt; &amp; co" in html and "<data>" not in html  # escaped
+    assert "<td>∞</td>" in html and "<td>inf</td>" not in html
     assert html.count("<tr>") == len(t) + t.artifact.nunique()  # a head row per block
     assert status.cells_html(status.cell_table(root=tmp_path / "empty")).startswith("<p>No ")
