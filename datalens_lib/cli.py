@@ -512,9 +512,36 @@ def _cmd_reference(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_cells(as_json: bool) -> int:
+    """``datalens results --cells``: :func:`status.cell_table` from the results store (what
+    the notebooks stored when the book was last built)."""
+    from .provenance import store_root
+    from .results import MIN_COMPARED_EVAL_EPOCHS
+    from .status import cell_table
+
+    cells = cell_table()
+    if as_json:
+        print(cells.to_json(orient="records", indent=2))
+        return 0
+    if cells.empty:
+        print(f"no paper-scale cell in the results store ({store_root()}): build the book "
+              "first (make book), or run the notebooks")
+        return 0
+    shown = cells.drop(columns=["page"])
+    for col in ("paper", "ours", "ours - paper"):
+        shown[col] = [f"{v:.4g}" if v == v else "-" for v in shown[col]]
+    print(shown.to_string(index=False))
+    print("ours - paper only where the status page compares the cell (paper profile, float32 "
+          f"Adam moments, an evaluation of at least {MIN_COMPARED_EVAL_EPOCHS} epochs, the "
+          "paper's own setting and scale); the last column says why not otherwise")
+    return 0
+
+
 def _cmd_results(args: argparse.Namespace) -> int:
     from .results import MIN_COMPARED_EVAL_EPOCHS, comparison
 
+    if args.cells:
+        return _print_cells(args.json)
     rows = comparison()
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -802,6 +829,9 @@ def build_parser() -> argparse.ArgumentParser:
     rs = sub.add_parser("results", help="every method's committed runs beside the paper's "
                         "tab:image numbers")
     rs.add_argument("--json", action="store_true")
+    rs.add_argument("--cells", action="store_true",
+                    help="instead: every paper-scale cell of every artifact beside the paper's "
+                    "number, as the last book build stored them (status.cell_table)")
 
     rn = sub.add_parser("run", help="execute one notebook with papermill")
     rn.add_argument("notebook", help="name (e.g. t1_main_utility) or path")

@@ -176,9 +176,26 @@ def test_committed_results_are_complete_records():
             assert e["clean"] <= e["paper"], ev
 
 
-def test_cli_results(capsys):
+def test_cli_results(capsys, tmp_path, monkeypatch):
     assert cli.main(["results"]) == 0
     assert "paper protocol" in capsys.readouterr().out
+    from datalens_lib import store
+
+    monkeypatch.setenv("DATALENS_RESULTS_ROOT", str(tmp_path))
+    assert cli.main(["results", "--cells"]) == 0
+    assert "no paper-scale cell" in capsys.readouterr().out
+    store.save_result("tab:hyperparam", {"n": 1}, [
+        {"dataset": "mnist", "parameter": "k=300", "ours": 0.683, "paper": 0.6753,
+         "profile": "paper", "family": "cpu", "eval_epochs": 30},
+        {"dataset": "mnist", "parameter": "k=200", "ours": 0.68, "paper": 0.7123,
+         "profile": "paper", "family": "gpu", "eval_epochs": 600}], profile="paper")
+    assert cli.main(["results", "--cells"]) == 0
+    out = capsys.readouterr().out
+    assert "k=300" in out and "CPU family" in out and "-0.0323" in out
+    assert cli.main(["results", "--cells", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["parameter"] for r in rows] == ["k=300", "k=200"]
+    assert rows[1]["ours - paper"] == pytest.approx(-0.0323) and rows[0]["ours - paper"] is None
 
 
 def test_committed_dpgan_cells_stay_within_budget_at_the_realised_rate():
