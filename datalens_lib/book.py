@@ -615,8 +615,9 @@ def beta_gap_trend(table: pd.DataFrame) -> pd.DataFrame:
     weight the inverse (sd cancels in the slope). sd is pooled over the dataset's cells with
     two or more seeds (at the default β the runs of :func:`seed_spread`'s sd, at another β
     further seeds of that cell): Σ (n - 1) s² / Σ (n - 1), with ``noise_df`` = Σ (n - 1)
-    degrees of freedom: further seeds at another β enter the estimate (and ``ours_sd`` there
-    shows whether the noise differs from the default's). The paper's cells are *assumed* as
+    degrees of freedom from ``noise_cells`` cells (their β: ``noise_betas``): further seeds
+    at another β enter the estimate (and ``ours_sd`` there shows whether the noise differs
+    from the default's). The paper's cells are *assumed* as
     noisy as one run of ours. If each is instead the best of a search (``tab:hyperparam``'s
     caption), that lifts every cell by about the same amount, which cancels in the slope.
     Our cells share training seed 0 (the default's mean includes it); that positive
@@ -639,7 +640,7 @@ def beta_gap_trend(table: pd.DataFrame) -> pd.DataFrame:
     sd."""
     cols = ["dataset", "config", "cells", "beta_low", "beta_high", "paper_change",
             "ours_change", "ours_seed0_change", "gap_change", "threshold", "default_gap", "sd",
-            "noise_df", "noise_cells", "beyond_noise", "lack_of_fit_p"]
+            "noise_df", "noise_cells", "noise_betas", "beyond_noise", "lack_of_fit_p"]
     import numpy as np
 
     rows = []
@@ -674,6 +675,7 @@ def beta_gap_trend(table: pd.DataFrame) -> pd.DataFrame:
                        gap_change=gap_slope * span, threshold=threshold * span,
                        default_gap=float(default["gap"].iloc[0]) if len(default) else None,
                        sd=sd, noise_df=noise_df, noise_cells=len(several),
+                       noise_betas=", ".join(f"{b:g}" for b in several["beta"].astype(float)),
                        beyond_noise=bool(abs(gap_slope) > threshold))
             # the cells' scatter about the line against the pooled noise
             from scipy.stats import f as fisher
@@ -711,14 +713,16 @@ def _beta_clause(trend: pd.DataFrame | None) -> str:
             what = (f"the slope {'exceeds' if r.beyond_noise else 'stays within'} the "
                     "pooled-noise threshold, but the cells scatter about the line more than "
                     f"that noise allows (lack of fit, F test p {fit:.3g}), so no verdict yet: "
-                    "our noise away from the seeds' β may be larger, the gap may not be linear "
-                    "in β, or the paper's cells may be noisier than one run of ours; seeds at "
-                    "other β values test our noise there, further β cells the line")
+                    "our noise at the β values with one seed may be larger than where seeds "
+                    "measure it, the gap may not be linear in β, or the paper's cells may be "
+                    "noisier than one run of ours; seeds at other β values test our noise "
+                    "there, further β cells the line")
         parts.append(f"{r.config} over {int(r.cells)} β cells ({r.beta_low:g} to "
                      f"{r.beta_high:g}): the paper's accuracy changes by {r.paper_change:+.4f} "
                      f"across them, ours by {r.ours_change:+.4f}{seed0}, so the gap by "
                      f"{r.gap_change:+.4f} against ±{r.threshold:.4f} (our seed sd {r.sd:.4f}, "
-                     f"pooled over the seeds of {int(r.noise_cells)} β cell(s), "
+                     f"pooled over the seeds of {int(r.noise_cells)} β cell(s), β "
+                     f"{r.noise_betas}, "
                      f"{int(r.noise_df)} degrees of freedom, assumed for every cell and the "
                      f"paper's): {what}")
     return ("β's effect, ours beside the paper's (`book.beta_gap_trend`): " + "; ".join(parts)

@@ -132,8 +132,9 @@ if len(at_scale):
 #    training-seed noise (pooled over every β cell with several seeds), the paper's cells
 #    assumed as noisy as one run of ours; *ours_seed0_change* is the seed-matched view (seed 0
 #    at every β), and *lack_of_fit_p* says whether the cells scatter about the line more than
-#    that noise allows (then the noise away from the seeds' β is larger, or the gap is not
-#    linear in β, and the slope's verdict waits for more seeds).
+#    that noise allows (then the noise at the β values with one seed is larger than where
+#    seeds measure it, *noise_betas*, the gap is not linear in β, or the paper's cells are
+#    noisier than one run of ours; the slope's verdict waits).
 # 2. **Teachers as the official code trains them.** Its 4000 teachers run as 80 batches of 50
 #    slots. The 50 slots' initial weights are saved once and every batch restores them, so
 #    there are only 50 distinct initialisations. The teacher saver holds trainable variables

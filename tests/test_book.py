@@ -781,6 +781,7 @@ def test_beta_gap_trend_tells_a_gap_that_grows_with_beta_from_a_constant_one(tmp
         paper[0.1] - 0.06)
     assert fm.loc[0.1, "ours_sd"] == pytest.approx(0.01 / math.sqrt(2))
     assert pooled["noise_df"] == 3 and pooled["noise_cells"] == 2
+    assert pooled["noise_betas"] == "0.1, 0.9"  # the β cells whose seeds measure the noise
     assert pooled["sd"] == pytest.approx(math.sqrt((2 * 0.005 ** 2 + 0.01 ** 2 / 2) / 3))
     weight = 1 / np.array([2.0, 1.5, 4 / 3])
     centred = beta - (weight * beta).sum() / weight.sum()
@@ -789,8 +790,8 @@ def test_beta_gap_trend_tells_a_gap_that_grows_with_beta_from_a_constant_one(tmp
     gap = np.array([0.06, 0.055, 0.06])
     assert pooled["gap_change"] == pytest.approx(
         np.polyfit(beta, gap, 1, w=np.sqrt(weight))[0] * 0.9)
-    assert "pooled over the seeds of 2 β cell(s), 3 degrees of freedom" in book._beta_clause(
-        book.beta_gap_trend(table))
+    assert "pooled over the seeds of 2 β cell(s), β 0.1, 0.9, 3 degrees of freedom" in \
+        book._beta_clause(book.beta_gap_trend(table))
     # two more cells off the line (beta 0.3 and 0.5): the scatter's F test has cells - 2 = 3
     # and noise_df = 3 degrees of freedom (two cells with seeds)
     run("paper-cpu-beta0.3", paper[0.3] - 0.06 - 0.02, beta=0.3)
