@@ -59,12 +59,25 @@ def compared_with_paper(profile: str | None, family: str | None = None,
     least
     :data:`MIN_COMPARED_EVAL_EPOCHS` epochs, and not a variant of the setting the paper's
     number is for (``variant``). Missing columns (None or NaN) do not disqualify a cell; a row
-    with no profile at all is compared (a paper-only table)."""
+    with no profile at all is compared (a paper-only table). :func:`why_not_compared` says
+    which condition fails."""
+    return not why_not_compared(profile, family, eval_epochs, variant)
+
+
+def why_not_compared(profile: str | None, family: str | None = None,
+                     eval_epochs: float | None = None, variant: bool | None = None) -> str:
+    """The first condition of :func:`compared_with_paper` that a cell fails, in words (the
+    status page's cell list shows it), or ``""`` when the cell is compared."""
     if not _missing(profile) and profile != "paper":
-        return False
-    if family == "cpu" or variant is True:
-        return False
-    return _missing(eval_epochs) or float(eval_epochs) >= MIN_COMPARED_EVAL_EPOCHS
+        return f"{profile} profile: a pipeline check"
+    if family == "cpu":
+        return "CPU family (bfloat16 Adam moments): compared within its family"
+    if variant is True:
+        return "a variant of the paper's setting"
+    if not _missing(eval_epochs) and float(eval_epochs) < MIN_COMPARED_EVAL_EPOCHS:
+        return (f"{float(eval_epochs):g}-epoch evaluation (fewer than "
+                f"{MIN_COMPARED_EVAL_EPOCHS})")
+    return ""
 
 
 def paper_values(artifact_file: str = "tab_image.csv", root: Path | None = None

@@ -38,7 +38,7 @@ from typing import Any
 import pandas as pd
 
 from . import store
-from .results import MIN_COMPARED_EVAL_EPOCHS, PAPER_DIR, compared_with_paper, run_family
+from .results import PAPER_DIR, compared_with_paper, run_family, why_not_compared
 
 VERDICTS = ("agrees", "differs", "shown at paper scale", "pipeline check only",
             "needs user data", "not run")
@@ -164,23 +164,15 @@ def status_table(tolerance: float = 0.02, root=None) -> pd.DataFrame:
 
 def not_compared_because(c: dict[str, Any]) -> str:
     """Why a paper-scale cell of ours stands beside the paper's number without a difference
-    (``""`` when it is compared: :func:`_is_compared`): the first that applies of another
-    scale, no paper number, the CPU family, a variant, a short evaluation (the conditions of
-    ``comparable`` and :func:`results.compared_with_paper`, read as that function reads
-    them)."""
+    (``""`` when it is compared: :func:`_is_compared`): another scale, no paper number, or
+    the failed condition of :func:`results.compared_with_paper`
+    (:func:`results.why_not_compared`)."""
     if c.get("comparable", True) is False:
         return "another scale (our domain classifier, not the paper's)"
     if not _finite(c.get("paper")):
         return "the paper has no number for this cell"
-    if c.get("family") == "cpu":
-        return "CPU family (bfloat16 Adam moments): compared within its family"
-    if c.get("variant") is True:
-        return "a variant of the paper's setting"
-    ep = c.get("eval_epochs")
-    if ep is not None and not (isinstance(ep, float) and math.isnan(ep)) \
-            and float(ep) < MIN_COMPARED_EVAL_EPOCHS:
-        return f"{float(ep):g}-epoch evaluation (fewer than {MIN_COMPARED_EVAL_EPOCHS})"
-    return "" if _is_compared(c) else "not compared (results.compared_with_paper)"
+    return why_not_compared(c.get("profile"), c.get("family"), c.get("eval_epochs"),
+                            c.get("variant"))
 
 
 CELL_COLUMNS = ("artifact", "page", "dataset", "method", "epsilon", "parameter", "family",
