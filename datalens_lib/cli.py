@@ -537,11 +537,37 @@ def _print_cells(as_json: bool) -> int:
     return 0
 
 
+def _print_missing(as_json: bool) -> int:
+    """``datalens results --missing``: :func:`status.missing_cells`, the paper's numbered cells
+    without a paper-scale cell of ours in the results store, and why each is missing."""
+    from .status import missing_cells, missing_counts
+
+    missing = missing_cells()
+    if as_json:
+        print(missing.to_json(orient="records", indent=2))
+        return 0
+    if missing.empty:
+        print("every numbered cell of the paper has a cell of ours at paper scale")
+        return 0
+    shown = missing.drop(columns=["page"])
+    shown["paper"] = [f"{v:.4g}" if v == v else "-" for v in shown["paper"]]
+    print(shown.to_string(index=False))
+    print(f"{len(missing)} of the paper's cells have no cell of ours at paper scale in the "
+          f"results store ({missing_counts(missing)}; an empty store lists them all: build "
+          "the book first)")
+    return 0
+
+
 def _cmd_results(args: argparse.Namespace) -> int:
     from .results import MIN_COMPARED_EVAL_EPOCHS, comparison
 
+    if args.cells and args.missing:
+        print("give --cells or --missing, not both", file=sys.stderr)
+        return 2
     if args.cells:
         return _print_cells(args.json)
+    if args.missing:
+        return _print_missing(args.json)
     rows = comparison()
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -832,6 +858,9 @@ def build_parser() -> argparse.ArgumentParser:
     rs.add_argument("--cells", action="store_true",
                     help="instead: every paper-scale cell of every artifact beside the paper's "
                     "number, as the last book build stored them (status.cell_table)")
+    rs.add_argument("--missing", action="store_true",
+                    help="instead: the paper's numbered cells with no paper-scale cell of "
+                    "ours in the last book build's store, and why (status.missing_cells)")
 
     rn = sub.add_parser("run", help="execute one notebook with papermill")
     rn.add_argument("notebook", help="name (e.g. t1_main_utility) or path")

@@ -5,7 +5,10 @@ results, reproduced or not), computed from the results store (what the notebooks
 the paper's transcribed numbers (``data/paper/*.csv``):
 
 * **cells**: the paper's cells of that artifact (its CSV rows of the compared metric) and how
-  many of them we have *at paper scale* (``profile == "paper"``);
+  many of them we have *at paper scale* (``profile == "paper"``; ``paper cells covered``:
+  a cell of ours with the paper cell's dataset, method, ε and parameter, not a variant of its
+  setting; :func:`missing_cells` lists the others and why each is missing). ``at paper
+  scale`` counts our paper-scale cells, with those the paper has no number for;
 * **median |ours − paper|** over the paper-scale cells only. A smoke or cpu-profile result is a
   pipeline check: it is counted as such and never compared with a paper number (a profile that
   changes only the evaluation's length trains the paper setting and is stored as ``paper``:
@@ -128,6 +131,7 @@ def summarise(art: Artifact, tolerance: float = 0.02, root=None) -> dict[str, An
     paper = paper_cells(art) if art.metric else pd.DataFrame(columns=["dataset"])
     ours = our_rows(art, root=root)
     compared = [c for c in ours if _is_compared(c)]
+    have = _covered_keys(ours, paper)
     # a cell ran when it has a number (tables) or any record at some profile (figures, timing)
     ran = [c for c in ours if _finite(c.get("ours")) or (not art.metric and c.get("profile"))]
     at_paper = [c for c in ran if c.get("profile") == "paper"]
@@ -152,6 +156,8 @@ def summarise(art: Artifact, tolerance: float = 0.02, root=None) -> dict[str, An
             "paper cells": len(paper) if len(paper) else None,
             "at paper scale": len(compared) + len(other_scale) if art.metric
             else len(at_paper),
+            "paper cells covered": sum(_cell_key(r) in have
+                                       for r in paper.to_dict("records")) if len(paper) else 0,
             "pipeline checks": sum(c.get("profile") != "paper" for c in ran),
             "median |ours - paper|": med, "verdict": verdict, "page": art.page,
             "needs user data": ", ".join(art.user_data)}
@@ -190,6 +196,7 @@ def cell_table(root=None) -> pd.DataFrame:
     for art in artifacts():
         if not art.metric:
             continue
+        eps = _one_budget(paper_cells(art))  # a table at one budget stores rows without ε
         for c in our_rows(art, root=root):
             if c.get("profile") != "paper" or not _finite(c.get("ours")):
                 continue
@@ -197,13 +204,94 @@ def cell_table(root=None) -> pd.DataFrame:
             why = "" if compared else not_compared_because(c)
             out.append({"artifact": art.artifact, "page": art.page,
                         "dataset": c.get("dataset"), "method": c.get("method"),
-                        "epsilon": _text(c.get("epsilon")),
+                        "epsilon": _cell_key(c, eps)[2],
                         "parameter": _text(c.get("parameter")), "family": c.get("family"),
                         "paper": c.get("paper") if _finite(c.get("paper")) else math.nan,
                         "ours": float(c["ours"]),
                         "ours - paper": float(c["ours"] - c["paper"]) if compared else math.nan,
                         "not compared because": why})
     return pd.DataFrame(out, columns=list(CELL_COLUMNS))
+
+
+MISSING_COLUMNS = ("artifact", "page", "dataset", "method", "epsilon", "parameter", "paper",
+                   "why")
+
+
+def _epsilon_key(x: Any) -> str:
+    """ε as a cell key: the paper's CSVs print one budget as ``1``, ``1.0`` or ``1.00`` and
+    ours store floats, so numbers are compared as numbers (``inf`` included)."""
+    try:
+        return _text(float(x))
+    except (TypeError, ValueError):
+        return _text(x)
+
+
+def _cell_key(c: dict[str, Any], epsilon: str = "") -> tuple[str, str, str, str]:
+    """The name of one cell of a paper table: dataset, method, ε, parameter. ``epsilon``
+    names the budget of a row without one (the tables at one budget, tab:hyperparam,
+    tab:components, tab:compression, store their rows without ε)."""
+    eps = _epsilon_key(c.get("epsilon"))
+    return (_text(c.get("dataset")), _text(c.get("method")), eps or epsilon,
+            _text(c.get("parameter")))
+
+
+def _one_budget(paper: pd.DataFrame) -> str:
+    """The ε of every cell of a paper table when there is one, else ``""``."""
+    budgets = {_epsilon_key(e) for e in paper.get("epsilon", [])}
+    return budgets.pop() if len(budgets) == 1 else ""
+
+
+def _covers(c: dict[str, Any]) -> bool:
+    """A row of ours stands for the paper's cell of its key: a number of ours at paper scale
+    for the paper's setting (any run family or scale; a variant of the setting does not)."""
+    return c.get("profile") == "paper" and _finite(c.get("ours")) and c.get("variant") is not True
+
+
+def _covered_keys(ours: list[dict[str, Any]], paper: pd.DataFrame
+                  ) -> set[tuple[str, str, str, str]]:
+    eps = _one_budget(paper)
+    return {_cell_key(c, eps) for c in ours if _covers(c)}
+
+
+def missing_cells(root=None) -> pd.DataFrame:
+    """The paper's numbered cells that have no cell of ours at paper scale, and why: the
+    dataset cannot be downloaded here (``needs the user's data``), only a pipeline check ran
+    (a smoke or cpu-profile row of that cell), only a variant of the paper's setting ran, or
+    nothing ran. A cell of the paper is matched to ours by :func:`_cell_key` (dataset, method,
+    ε as a number, parameter; a row of ours without ε has the budget of a paper table at one
+    budget). The complement of :func:`cell_table` for the paper's cells; the
+    status table's coverage (``paper cells covered``) counts the rest. Columns:
+    :data:`MISSING_COLUMNS`, in the artifacts' and then the paper CSVs' order."""
+    out = []
+    for art in artifacts():
+        if not art.metric:
+            continue
+        ours, paper = our_rows(art, root=root), paper_cells(art)
+        have, eps = _covered_keys(ours, paper), _one_budget(paper)
+        tried: dict[tuple, set[str]] = {}
+        for c in ours:
+            if _finite(c.get("ours")):
+                tried.setdefault(_cell_key(c, eps), set()).add(
+                    "variant" if c.get("profile") == "paper" else str(c.get("profile")))
+        for r in paper.to_dict("records"):
+            key = _cell_key(r)
+            if key in have:
+                continue
+            ran = tried.get(key, set())
+            if r["dataset"] in art.user_data:
+                why = f"needs the user's data ({r['dataset']})"
+            elif ran - {"variant"}:
+                why = ("a pipeline check only (" + ", ".join(sorted(ran - {"variant"}))
+                       + " profile)")
+            elif ran:
+                why = "only a variant of the paper's setting ran at paper scale"
+            else:
+                why = "not run at paper scale yet"
+            value = pd.to_numeric(r["value"], errors="coerce")
+            out.append({"artifact": art.artifact, "page": art.page, "dataset": key[0],
+                        "method": key[1], "epsilon": key[2], "parameter": key[3],
+                        "paper": float(value), "why": why})
+    return pd.DataFrame(out, columns=list(MISSING_COLUMNS))
 
 
 def _text(x: Any) -> str:
@@ -215,6 +303,54 @@ def _text(x: Any) -> str:
     return str(x)
 
 
+def _num_html(x: Any, signed: bool = False) -> str:
+    if not _finite(x):
+        return "—"
+    return f"{x:+.4g}" if signed else f"{x:.4g}"
+
+
+def _text_html(x: Any) -> str:
+    return "∞" if str(x) == "inf" else html.escape(str(x))
+
+
+def _artifact_html(art: str, page: Any) -> str:
+    return (f'<a href="{html.escape(page)}.html"><code>{html.escape(art)}</code></a>'
+            if isinstance(page, str) else f"<code>{html.escape(art)}</code>")
+
+
+_CELLS_STYLE = ("<style>table.datalens-cells{font-size:0.85em}"
+                "table.datalens-cells td.n{text-align:right;padding:0 0.6em;white-space:nowrap}"
+                "table.datalens-cells td.why{font-size:0.9em}</style>")
+
+
+def missing_counts(missing: pd.DataFrame) -> str:
+    """How many cells of :func:`missing_cells` miss for each reason, most frequent first:
+    ``"reason: n; reason: n"``."""
+    return "; ".join(f"{why}: {n}" for why, n in missing.why.value_counts().items())
+
+
+def missing_html(missing: pd.DataFrame) -> str:
+    """:func:`missing_cells` as HTML: one collapsible block per artifact, its summary line
+    counting the missing cells by reason, every text escaped, ``∞`` for an infinite ε."""
+    if missing.empty:
+        return "<p>Every numbered cell of the paper has a cell of ours at paper scale.</p>"
+    blocks = []
+    for art, g in missing.groupby("artifact", sort=False):
+        counts = html.escape(missing_counts(g))
+        rows = "".join(
+            f"<tr><td>{_text_html(r['dataset'])}</td><td>{_text_html(r['method'])}</td>"
+            f"<td>{_text_html(r['epsilon'])}</td><td>{_text_html(r['parameter'])}</td>"
+            f"<td class='n'>{_num_html(r['paper'])}</td>"
+            f"<td class='why'>{_text_html(r['why'])}</td></tr>"
+            for r in g.to_dict("records"))
+        head = ("<tr><th>dataset</th><th>method</th><th>ε</th><th>parameter</th>"
+                "<th>paper</th><th>why we have no paper-scale cell</th></tr>")
+        blocks.append(f"<details><summary>{_artifact_html(art, g['page'].iloc[0])}: "
+                      f"{len(g)} missing ({counts})</summary><table class='datalens-cells'>"
+                      f"<thead>{head}</thead><tbody>{rows}</tbody></table></details>")
+    return _CELLS_STYLE + "".join(blocks)
+
+
 def cells_html(cells: pd.DataFrame) -> str:
     """:func:`cell_table` as HTML: one collapsible block per artifact (its summary line counts
     the cells with a paper number, those without, and the compared ones), numbers in the
@@ -222,20 +358,11 @@ def cells_html(cells: pd.DataFrame) -> str:
     if cells.empty:
         return "<p>No cell of ours is at paper scale yet.</p>"
 
-    def num(x: Any, signed: bool = False) -> str:
-        if not _finite(x):
-            return "—"
-        return f"{x:+.4g}" if signed else f"{x:.4g}"
-
-    def text(x: Any) -> str:
-        return "∞" if str(x) == "inf" else html.escape(str(x))
-
+    num, text = _num_html, _text_html
     td = "class='n'"
     blocks = []
     for art, g in cells.groupby("artifact", sort=False):
-        page = g["page"].iloc[0]
-        name = (f'<a href="{html.escape(page)}.html"><code>{html.escape(art)}</code></a>'
-                if isinstance(page, str) else f"<code>{html.escape(art)}</code>")
+        name = _artifact_html(art, g["page"].iloc[0])
         n = int(g["ours - paper"].notna().sum())
         paper = int(g["paper"].notna().sum())
         extra = len(g) - paper
@@ -253,10 +380,7 @@ def cells_html(cells: pd.DataFrame) -> str:
         blocks.append(f"<details><summary>{name}: {count}; {n} compared"
                       f"</summary><table class='datalens-cells'>"
                       f"<thead>{head}</thead><tbody>{rows}</tbody></table></details>")
-    style = ("<style>table.datalens-cells{font-size:0.85em}"
-             "table.datalens-cells td.n{text-align:right;padding:0 0.6em;white-space:nowrap}"
-             "table.datalens-cells td.why{font-size:0.9em}</style>")
-    return style + "".join(blocks)
+    return _CELLS_STYLE + "".join(blocks)
 
 
 def method_matrix(root=None) -> pd.DataFrame:
@@ -292,7 +416,8 @@ def to_html(table: pd.DataFrame) -> str:
                 else f'<code>{r["artifact"]}</code>')
         total = "—" if r["paper cells"] is None or pd.isna(r["paper cells"]) \
             else str(int(r["paper cells"]))
-        cov = f'{int(r["at paper scale"])} / {total}'
+        have = r["at paper scale"] if total == "—" else r.get("paper cells covered", 0)
+        cov = f'{int(have)} / {total}'
         med = r["median |ours - paper|"]
         med = "—" if med is None or pd.isna(med) else f"{med:.3f}"
         checks = int(r["pipeline checks"]) or "—"

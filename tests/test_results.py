@@ -185,9 +185,9 @@ def test_cli_results(capsys, tmp_path, monkeypatch):
     assert cli.main(["results", "--cells"]) == 0
     assert "no paper-scale cell" in capsys.readouterr().out
     store.save_result("tab:hyperparam", {"n": 1}, [
-        {"dataset": "mnist", "parameter": "k=300", "ours": 0.683, "paper": 0.6753,
-         "profile": "paper", "family": "cpu", "eval_epochs": 30},
-        {"dataset": "mnist", "parameter": "k=200", "ours": 0.68, "paper": 0.7123,
+        {"dataset": "mnist", "epsilon": 1.0, "parameter": "k=300", "ours": 0.683,
+         "paper": 0.6753, "profile": "paper", "family": "cpu", "eval_epochs": 30},
+        {"dataset": "mnist", "epsilon": 1.0, "parameter": "k=200", "ours": 0.68, "paper": 0.7123,
          "profile": "paper", "family": "gpu", "eval_epochs": 600}], profile="paper")
     assert cli.main(["results", "--cells"]) == 0
     out = capsys.readouterr().out
@@ -196,6 +196,18 @@ def test_cli_results(capsys, tmp_path, monkeypatch):
     rows = json.loads(capsys.readouterr().out)
     assert [r["parameter"] for r in rows] == ["k=300", "k=200"]
     assert rows[1]["ours - paper"] == pytest.approx(-0.0323) and rows[0]["ours - paper"] is None
+    # --missing: the paper's cells without ours (k=300 at the CPU family covers its cell)
+    assert cli.main(["results", "--missing", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    hyper = {(r["dataset"], r["parameter"]): r["why"] for r in rows
+             if r["artifact"] == "tab:hyperparam"}
+    assert ("mnist", "k=300") not in hyper and ("mnist", "k=200") not in hyper
+    assert hyper[("mnist", "k=100")] == "not run at paper scale yet"
+    assert hyper[("celeba-gender", "k=700")] == "needs the user's data (celeba-gender)"
+    assert cli.main(["results", "--missing"]) == 0
+    out = capsys.readouterr().out
+    assert "not run at paper scale yet" in out and "of the paper's cells have no cell" in out
+    assert cli.main(["results", "--missing", "--cells"]) == 2
 
 
 def test_committed_dpgan_cells_stay_within_budget_at_the_realised_rate():

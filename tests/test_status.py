@@ -420,6 +420,8 @@ def test_cell_table_lists_every_paper_scale_cell_and_says_why_one_is_not_compare
     assert len(t) == 11 and "smoke" not in set(t.family) and (t.family != "-").all()
     by = {(r["artifact"], r["dataset"], r["parameter"]): r for r in t.to_dict("records")}
     assert by[("tab:image", "mnist", "")]["epsilon"] == "1"
+    assert by[("tab:hyperparam", "mnist", "k=300")]["epsilon"] == "1"  # the table's budget
+    assert by[("tab:compression", "mnist", "")]["epsilon"] == "1"
     diff = {k: r["ours - paper"] for k, r in by.items()}
     assert diff[("tab:image", "mnist", "")] == pytest.approx(0.70 - 0.7123)
     assert diff[("tab:hyperparam", "mnist", "k=200")] == pytest.approx(0.68 - 0.7123)
@@ -457,3 +459,75 @@ def test_cell_table_lists_every_paper_scale_cell_and_says_why_one_is_not_compare
     assert "<td>∞</td>" in html and "<td>inf</td>" not in html
     assert html.count("<tr>") == len(t) + t.artifact.nunique()  # a head row per block
     assert status.cells_html(status.cell_table(root=tmp_path / "empty")).startswith("<p>No ")
+
+
+def test_missing_cells_list_the_papers_cells_without_ours_and_say_why(tmp_path):
+    """The complement of cell_table for the paper's cells: a cell of the paper is covered by a
+    paper-scale number of ours with its dataset, method, ε (as a number: the paper prints 1 and
+    1.0) and parameter, of any run family or scale, but not by a smoke row, a variant, or a
+    row without a number; the others say why they are missing."""
+    _save(tmp_path, "tab:image", [
+        {"dataset": "mnist", "epsilon": 1.0, "ours": 0.66, "paper": 0.7123, "profile": "paper",
+         "family": "cpu", "eval_epochs": 30},  # CPU family: covered, not compared
+        {"dataset": "mnist", "epsilon": 10, "ours": math.nan, "paper": 0.8066,
+         "profile": "paper"},  # no number: not covered
+        {"dataset": "fashion-mnist", "epsilon": 10, "ours": 0.3, "paper": 0.7061,
+         "profile": "smoke"},
+        {"dataset": "fashion-mnist", "epsilon": 1, "ours": 0.6, "paper": 0.6478,
+         "profile": "paper", "variant": True, "config": "fashion-mnist-eps1-large"}])
+    _save(tmp_path, "tab:lowdp", [  # a budget stored as text, one the paper prints as 1.0
+        {"dataset": "mnist", "epsilon": "1.00", "ours": 0.66, "paper": 0.7123, "profile": "paper"}])
+    _save(tmp_path, "tab:hyperparam", [  # a table at one budget stores rows without ε
+        {"dataset": "mnist", "parameter": "k=300", "ours": 0.683, "paper": 0.6753,
+         "profile": "paper", "family": "cpu"}])
+    _save(tmp_path, "tab:image (all methods)", [  # without ε in a table of several budgets
+        {"dataset": "mnist", "method": "G-PATE", "ours": 0.5, "profile": "paper"}])
+    _save(tmp_path, "tab:visual", [  # another scale still covers the cell
+        {"dataset": "mnist", "method": "DataLens", "epsilon": "1", "ours": 3.8, "paper": 4.37,
+         "profile": "paper", "comparable": False}])
+    m = status.missing_cells(root=tmp_path)
+    assert list(m.columns) == list(status.MISSING_COLUMNS)
+    order = [a.artifact for a in status.artifacts()]
+    assert list(m.artifact) == sorted(m.artifact, key=order.index)
+    key = m.set_index(["artifact", "dataset", "method", "epsilon", "parameter"])
+    assert not key.index.duplicated().any()
+    why = key["why"]
+    for covered in [("tab:image", "mnist", "DataLens", "1", ""),
+                    ("tab:lowdp", "mnist", "DataLens", "1", ""),
+                    ("tab:visual", "mnist", "DataLens", "1", ""),
+                    ("tab:hyperparam", "mnist", "DataLens", "1", "k=300")]:
+        assert covered not in why.index, covered
+    assert why[("tab:image", "mnist", "DataLens", "10", "")] == "not run at paper scale yet"
+    assert why[("tab:image", "fashion-mnist", "DataLens", "10", "")] == \
+        "a pipeline check only (smoke profile)"
+    assert why[("tab:image", "fashion-mnist", "DataLens", "1", "")] == \
+        "only a variant of the paper's setting ran at paper scale"
+    assert why[("tab:image", "celeba-hair", "DataLens", "1", "")] == \
+        "needs the user's data (celeba-hair)"
+    assert why[("tab:image", "mnist", "G-PATE", "1", "")] == "not run at paper scale yet"
+    assert why[("tab:lowdp", "mnist", "DataLens", "0.2", "")] == "not run at paper scale yet"
+    assert key.loc[("tab:image", "mnist", "DataLens", "10", ""), "paper"] == 0.8066
+    assert ("tab:image", "mnist", "DC-GAN", "inf", "") in why.index  # ε = ∞ as a key
+    # the status table's coverage counts exactly the paper's cells not listed here
+    table = status.status_table(root=tmp_path)
+    for r in table.to_dict("records"):
+        if r["paper cells"] is not None and not pd.isna(r["paper cells"]):
+            assert r["paper cells covered"] + int((m.artifact == r["artifact"]).sum()) == \
+                r["paper cells"], r["artifact"]
+    assert (table.loc[table["paper cells"].isna(), "paper cells covered"] == 0).all()
+    cov = table.set_index("artifact")["paper cells covered"]
+    assert cov["tab:image"] == cov["tab:lowdp"] == cov["tab:visual"] == 1
+    assert cov["tab:hyperparam"] == 1
+    arts = {a.artifact: a for a in status.artifacts()}
+    assert status._one_budget(status.paper_cells(arts["tab:image"])) == ""  # 1, 10 and ∞
+    assert status._one_budget(status.paper_cells(arts["tab:components"])) == "1"
+    assert ">1 / 55<" in status.to_html(table)
+    html = status.missing_html(m)
+    assert html.count("<details>") == m.artifact.nunique()
+    assert "<code>tab:image</code></a>: 54 missing (" in html
+    assert "a pipeline check only (smoke profile): 1" in html and "<td>∞</td>" in html
+    assert status.missing_counts(m).startswith(f"not run at paper scale yet: "
+                                               f"{(m.why == 'not run at paper scale yet').sum()}; ")
+    assert html.count("<tr>") == len(m) + m.artifact.nunique()
+    assert "the user&#x27;s data" in html and "user's data" not in html  # escaped
+    assert status.missing_html(m.iloc[:0]).startswith("<p>Every ")
