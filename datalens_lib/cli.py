@@ -540,7 +540,8 @@ def _print_cells(as_json: bool) -> int:
 def _print_missing(as_json: bool) -> int:
     """``datalens results --missing``: :func:`status.missing_cells`, the paper's numbered cells
     without a paper-scale cell of ours in the results store, and why each is missing."""
-    from .status import missing_cells, missing_counts
+    from .provenance import store_root
+    from .status import missing_cells, missing_counts, status_table
 
     missing = missing_cells()
     if as_json:
@@ -549,12 +550,14 @@ def _print_missing(as_json: bool) -> int:
     if missing.empty:
         print("every numbered cell of the paper has a cell of ours at paper scale")
         return 0
-    shown = missing.drop(columns=["page"])
+    shown = missing.drop(columns=["page", "note"])  # the notes are long: --json has them
     shown["paper"] = [f"{v:.4g}" if v == v else "-" for v in shown["paper"]]
     print(shown.to_string(index=False))
     print(f"{len(missing)} of the paper's cells have no cell of ours at paper scale in the "
-          f"results store ({missing_counts(missing)}; an empty store lists them all: build "
-          "the book first)")
+          f"results store ({missing_counts(missing)})")
+    if int(status_table()["paper cells covered"].sum()) == 0:
+        print(f"no paper cell is covered: the results store ({store_root()}) may be empty; "
+              "build the book first (make book), or run the notebooks")
     return 0
 
 

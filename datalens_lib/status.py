@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
 from . import store
-from .results import PAPER_DIR, compared_with_paper, run_family, why_not_compared
+from .results import PAPER_DIR, PAPER_METHODS, compared_with_paper, run_family, why_not_compared
 
 VERDICTS = ("agrees", "differs", "shown at paper scale", "pipeline check only",
             "needs user data", "not run")
@@ -214,19 +215,28 @@ def cell_table(root=None) -> pd.DataFrame:
 
 
 MISSING_COLUMNS = ("artifact", "page", "dataset", "method", "epsilon", "parameter", "paper",
-                   "why")
+                   "why", "note")
+
+#: the reasons :func:`missing_cells` gives, in the order it checks them (the first that holds)
+MISSING_REASONS = ("needs the user's data", "method not implemented yet",
+                   "only a variant of the paper's setting ran at paper scale",
+                   "a pipeline check only", "not run at paper scale yet")
+
+Key = tuple[str, str, str, str]
 
 
 def _epsilon_key(x: Any) -> str:
     """ε as a cell key: the paper's CSVs print one budget as ``1``, ``1.0`` or ``1.00`` and
-    ours store floats, so numbers are compared as numbers (``inf`` included)."""
+    ours store floats (with rounding noise: 0.30000000000000004), so numbers are compared as
+    numbers to 6 significant digits (``inf`` and ``∞`` included)."""
     try:
-        return _text(float(x))
+        v = math.inf if str(x).strip() == "∞" else float(x)
     except (TypeError, ValueError):
         return _text(x)
+    return "" if math.isnan(v) else f"{v:.6g}"
 
 
-def _cell_key(c: dict[str, Any], epsilon: str = "") -> tuple[str, str, str, str]:
+def _cell_key(c: dict[str, Any], epsilon: str = "") -> Key:
     """The name of one cell of a paper table: dataset, method, ε, parameter. ``epsilon``
     names the budget of a row without one (the tables at one budget, tab:hyperparam,
     tab:components, tab:compression, store their rows without ε)."""
@@ -247,50 +257,80 @@ def _covers(c: dict[str, Any]) -> bool:
     return c.get("profile") == "paper" and _finite(c.get("ours")) and c.get("variant") is not True
 
 
-def _covered_keys(ours: list[dict[str, Any]], paper: pd.DataFrame
-                  ) -> set[tuple[str, str, str, str]]:
+def _covered_keys(ours: list[dict[str, Any]], paper: pd.DataFrame) -> set[Key]:
+    """The keys of the paper's cells that rows of ``ours`` cover (:func:`_covers`)."""
     eps = _one_budget(paper)
     return {_cell_key(c, eps) for c in ours if _covers(c)}
 
 
+def _variant_key(c: dict[str, Any], epsilon: str) -> Key:
+    """The paper cell a variant row of ours is a variant of: its ``paper_method`` where given,
+    else its method without a parenthesised qualifier ("DP-GAN (large batch)" is a variant of
+    the paper's DP-GAN cell)."""
+    method = c.get("paper_method") or re.sub(r"\s*\([^)]*\)$", "", _text(c.get("method")))
+    return _cell_key({**c, "method": method}, epsilon)
+
+
+def _implemented(method: str) -> bool:
+    """Whether the harness has the paper's generator ``method`` (a name of
+    :data:`results.PAPER_METHODS`; the other names, DP-SGD's and the compressors', are ours)."""
+    from .methods import METHODS
+
+    key = PAPER_METHODS.get(method)
+    return key is None or key in METHODS
+
+
 def missing_cells(root=None) -> pd.DataFrame:
-    """The paper's numbered cells that have no cell of ours at paper scale, and why: the
-    dataset cannot be downloaded here (``needs the user's data``), only a pipeline check ran
-    (a smoke or cpu-profile row of that cell), only a variant of the paper's setting ran, or
-    nothing ran. A cell of the paper is matched to ours by :func:`_cell_key` (dataset, method,
-    ε as a number, parameter; a row of ours without ε has the budget of a paper table at one
-    budget). The complement of :func:`cell_table` for the paper's cells; the
-    status table's coverage (``paper cells covered``) counts the rest. Columns:
-    :data:`MISSING_COLUMNS`, in the artifacts' and then the paper CSVs' order."""
+    """The paper's numbered cells that have no cell of ours at paper scale, and why (``why``,
+    the first of :data:`MISSING_REASONS` that holds): the dataset cannot be downloaded here
+    (``needs the user's data (<dataset>)``, even where a pipeline check of it ran on a small
+    stand-in), the method is one the harness does not have yet (PATE-GAN, GS-WGAN), only a
+    variant of the paper's setting ran at paper scale (:func:`_variant_key`), only a pipeline
+    check ran (``a pipeline check only (<profile> profile)``: a smoke or cpu-profile number of
+    that cell), or nothing ran. ``note`` is the notebook's own word on a cell it stored without
+    a number (e.g. DP-GAN's budgets: queued or not), else ``""``.
+
+    A cell of the paper is matched to ours by :func:`_cell_key` (dataset, method, ε as a number,
+    parameter; a row of ours without ε has the budget of a paper table at one budget) and is
+    covered by a row of :func:`_covers`; the status table's ``paper cells covered`` counts
+    those, so the two add up to the paper's cells. These are the paper's cells without a
+    non-variant row in :func:`cell_table`. Columns: :data:`MISSING_COLUMNS`, in the artifacts'
+    and then the paper CSVs' order."""
     out = []
     for art in artifacts():
         if not art.metric:
             continue
         ours, paper = our_rows(art, root=root), paper_cells(art)
         have, eps = _covered_keys(ours, paper), _one_budget(paper)
-        tried: dict[tuple, set[str]] = {}
+        checks: dict[Key, set[str]] = {}  # the profiles of the pipeline checks of a cell
+        variants: set[Key] = set()
+        notes: dict[Key, str] = {}
         for c in ours:
-            if _finite(c.get("ours")):
-                tried.setdefault(_cell_key(c, eps), set()).add(
-                    "variant" if c.get("profile") == "paper" else str(c.get("profile")))
+            if not _finite(c.get("ours")):
+                if isinstance(c.get("status"), str) and c["status"]:
+                    notes.setdefault(_cell_key(c, eps), c["status"])
+            elif c.get("profile") == "paper" and c.get("variant") is True:
+                variants.add(_variant_key(c, eps))
+            elif c.get("profile") != "paper":
+                checks.setdefault(_cell_key(c, eps), set()).add(str(c.get("profile")))
         for r in paper.to_dict("records"):
             key = _cell_key(r)
             if key in have:
                 continue
-            ran = tried.get(key, set())
             if r["dataset"] in art.user_data:
                 why = f"needs the user's data ({r['dataset']})"
-            elif ran - {"variant"}:
-                why = ("a pipeline check only (" + ", ".join(sorted(ran - {"variant"}))
-                       + " profile)")
-            elif ran:
+            elif not _implemented(r["method"]):
+                why = "method not implemented yet"
+            elif key in variants:
                 why = "only a variant of the paper's setting ran at paper scale"
+            elif key in checks:
+                why = f"a pipeline check only ({', '.join(sorted(checks[key]))} profile)"
             else:
                 why = "not run at paper scale yet"
             value = pd.to_numeric(r["value"], errors="coerce")
             out.append({"artifact": art.artifact, "page": art.page, "dataset": key[0],
                         "method": key[1], "epsilon": key[2], "parameter": key[3],
-                        "paper": float(value), "why": why})
+                        "paper": float(value), "why": why, "note": notes.get(key, "")})
     return pd.DataFrame(out, columns=list(MISSING_COLUMNS))
 
 
@@ -331,7 +371,8 @@ def missing_counts(missing: pd.DataFrame) -> str:
 
 def missing_html(missing: pd.DataFrame) -> str:
     """:func:`missing_cells` as HTML: one collapsible block per artifact, its summary line
-    counting the missing cells by reason, every text escaped, ``∞`` for an infinite ε."""
+    counting the missing cells by reason, the notebook's note beside the reason, every text
+    escaped, ``∞`` for an infinite ε."""
     if missing.empty:
         return "<p>Every numbered cell of the paper has a cell of ours at paper scale.</p>"
     blocks = []
@@ -341,10 +382,12 @@ def missing_html(missing: pd.DataFrame) -> str:
             f"<tr><td>{_text_html(r['dataset'])}</td><td>{_text_html(r['method'])}</td>"
             f"<td>{_text_html(r['epsilon'])}</td><td>{_text_html(r['parameter'])}</td>"
             f"<td class='n'>{_num_html(r['paper'])}</td>"
-            f"<td class='why'>{_text_html(r['why'])}</td></tr>"
+            f"<td class='why'>{_text_html(r['why'])}</td>"
+            f"<td class='why'>{_text_html(r['note'])}</td></tr>"
             for r in g.to_dict("records"))
         head = ("<tr><th>dataset</th><th>method</th><th>ε</th><th>parameter</th>"
-                "<th>paper</th><th>why we have no paper-scale cell</th></tr>")
+                "<th>paper</th><th>why we have no paper-scale cell</th>"
+                "<th>the notebook's note</th></tr>")
         blocks.append(f"<details><summary>{_artifact_html(art, g['page'].iloc[0])}: "
                       f"{len(g)} missing ({counts})</summary><table class='datalens-cells'>"
                       f"<thead>{head}</thead><tbody>{rows}</tbody></table></details>")

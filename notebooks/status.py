@@ -44,7 +44,8 @@ spread = book.seed_spread()  # the four main DataLens settings, per run family
 several = int((spread["seeds"] > 1).sum()) if len(spread) else 0
 display(Markdown(
     f"**{len(table)} artifacts**: {counts}. **{have} of the paper's {total} numbered cells** "
-    f"are reproduced at paper scale. An artifact *agrees* when the median |ours − paper| "
+    f"have a cell of ours at paper scale (compared with the paper's number or not: below). "
+    f"An artifact *agrees* when the median |ours − paper| "
     f"over its paper-scale cells is at most {tolerance:g}: one fixed tolerance for every "
     f"artifact rather than each cell's seed spread, since {several} of the {len(spread)} "
     f"(main DataLens setting, run family) cells (`book.seed_spread`) "
@@ -89,10 +90,12 @@ display(HTML(status.cells_html(cells)))
 #
 # Every numbered cell of the paper without a cell of ours at paper scale, and why: its dataset
 # cannot be downloaded here (CelebA, Places365 and CIFAR-10 need the user's copy; the loaders
-# check it), only a pipeline check of it ran (smoke or cpu profile), only a variant of its
-# setting ran, or it has not run at paper scale yet (the CPU and GPU queues, `scripts/`, hold
-# the planned ones). A cell of the paper and one of ours are the same cell when dataset, method,
-# ε and parameter agree. `status.missing_cells()` gives the same rows as a DataFrame.
+# check it), its method is not in the harness yet (PATE-GAN, GS-WGAN), only a variant of its
+# setting ran at paper scale (DP-GAN's large batch), only a pipeline check of it ran (smoke or
+# cpu profile), or it has not run at paper scale yet (the CPU and GPU queues, `scripts/`, hold
+# the planned DataLens cells; the last column is the notebook's own note where it has one). A
+# cell of the paper and one of ours are the same cell when dataset, method, ε and parameter
+# agree. `status.missing_cells()` gives the same rows as a DataFrame.
 
 # %%
 missing = status.missing_cells()

@@ -382,3 +382,53 @@ def test_subset_reevaluations_compare_at_the_same_number_of_sgd_steps(tmp_path):
     assert df.loc["mnist-eps1/b", "verdict"] == "outside the evaluation-seed spread"
     assert df.loc["mnist-eps1/c", "verdict"] == "one evaluation seed: spread unknown"
     assert df.loc["mnist-eps1/c", "subset_30ep"] is None
+
+
+def test_published_runs_are_labelled_as_the_utility_tables_label_them(tmp_path, monkeypatch):
+    """DP-GAN's small-batch cpu run trains the paper setting (only its evaluation is shorter):
+    its IS / FID are the paper setting's, at the paper profile; the large-batch run is a
+    variant with its own method name, beside the paper's DP-GAN number but never taken for
+    the paper's method (not its row in T3, not in the rankings); a run whose recorded config
+    differs from the paper setting keeps its own profile."""
+    import pandas as pd
+
+    from datalens_lib.quality import report
+    from datalens_lib.results import PAPER_DIR, RESULTS_DIR
+
+    for config in ("mnist-eps1", "mnist-eps1-large"):
+        src, dest = RESULTS_DIR / "dpgan" / config / "cpu", tmp_path / "dpgan" / config / "cpu"
+        dest.mkdir(parents=True)
+        shutil.copy(src / "run.json", dest / "run.json")
+        pub = json.loads((src / "run.json").read_text())["published_samples"]
+        (dest / pub["file"]).write_bytes(b"")  # present on disk (not read here)
+    changed = tmp_path / "dpgan" / "mnist-eps10" / "cpu"
+    changed.mkdir(parents=True)
+    rec = json.loads((RESULTS_DIR / "dpgan/mnist-eps1/cpu/run.json").read_text())
+    rec["config"] = {**rec["config"], "batch_size": rec["config"]["batch_size"] * 2}
+    (changed / "run.json").write_text(json.dumps(rec))
+    (changed / rec["published_samples"]["file"]).write_bytes(b"")
+    runs = {p["config"]: p for p in report.published_runs(tmp_path)}
+    small, large, other = runs["mnist-eps1"], runs["mnist-eps1-large"], runs["mnist-eps10"]
+    assert (small["method"], small["profile"], small["recorded_profile"], small["variant"]) \
+        == ("DP-GAN", "paper", "cpu", False)
+    assert (large["method"], large["paper_method"], large["profile"], large["variant"]) \
+        == ("DP-GAN (large batch)", "DP-GAN", "cpu", True)
+    assert other["profile"] == "cpu"  # another batch: not the paper setting
+    paper = pd.read_csv(PAPER_DIR / "tab_full_image.csv", dtype={"epsilon": str})
+    monkeypatch.setattr(report, "stored_score", lambda e: {
+        "is": 2.0, "fid": 300.0, "n": 10, "classifier": {"sha256": "0" * 64}})
+    rows = report.score_rows([small, large], paper)
+    fid = {r["method"]: r for r in rows if r["metric"] == "fid"}
+    assert fid["DP-GAN"]["paper"] == fid["DP-GAN (large batch)"]["paper"] == 470.2
+    assert fid["DP-GAN"]["profile"] == "paper" and not fid["DP-GAN"]["variant"]
+    assert fid["DP-GAN (large batch)"]["variant"] is True
+    shown = report.choose_per_cell(rows)  # two cells: the variant never stands for DP-GAN
+    assert sorted(r["method"] for r in shown if r["metric"] == "fid") == [
+        "DP-GAN", "DP-GAN (large batch)"]
+    table = pd.DataFrame([
+        {"dataset": "mnist", "epsilon": "1", "metric": "fid", "method": m, "ours": o,
+         "paper": pp, "variant": v}
+        for m, o, pp, v in (("DataLens", 100.0, 120.0, False), ("G-PATE", 200.0, 150.0, False),
+                            ("DP-GAN (large batch)", 50.0, 470.2, True))])
+    rk = report.rankings(table)
+    assert rk.methods.tolist() == [2]  # the variant is not a third method

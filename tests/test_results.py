@@ -184,10 +184,12 @@ def test_cli_results(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("DATALENS_RESULTS_ROOT", str(tmp_path))
     assert cli.main(["results", "--cells"]) == 0
     assert "no paper-scale cell" in capsys.readouterr().out
+    assert cli.main(["results", "--missing"]) == 0
+    assert "may be empty" in capsys.readouterr().out
     store.save_result("tab:hyperparam", {"n": 1}, [
-        {"dataset": "mnist", "epsilon": 1.0, "parameter": "k=300", "ours": 0.683,
-         "paper": 0.6753, "profile": "paper", "family": "cpu", "eval_epochs": 30},
-        {"dataset": "mnist", "epsilon": 1.0, "parameter": "k=200", "ours": 0.68, "paper": 0.7123,
+        {"dataset": "mnist", "parameter": "k=300", "ours": 0.683, "paper": 0.6753,
+         "profile": "paper", "family": "cpu", "eval_epochs": 30},
+        {"dataset": "mnist", "parameter": "k=200", "ours": 0.68, "paper": 0.7123,
          "profile": "paper", "family": "gpu", "eval_epochs": 600}], profile="paper")
     assert cli.main(["results", "--cells"]) == 0
     out = capsys.readouterr().out
@@ -207,6 +209,7 @@ def test_cli_results(capsys, tmp_path, monkeypatch):
     assert cli.main(["results", "--missing"]) == 0
     out = capsys.readouterr().out
     assert "not run at paper scale yet" in out and "of the paper's cells have no cell" in out
+    assert "may be empty" not in out
     assert cli.main(["results", "--missing", "--cells"]) == 2
 
 

@@ -470,18 +470,28 @@ def test_missing_cells_list_the_papers_cells_without_ours_and_say_why(tmp_path):
         {"dataset": "mnist", "epsilon": 1.0, "ours": 0.66, "paper": 0.7123, "profile": "paper",
          "family": "cpu", "eval_epochs": 30},  # CPU family: covered, not compared
         {"dataset": "mnist", "epsilon": 10, "ours": math.nan, "paper": 0.8066,
-         "profile": "paper"},  # no number: not covered
+         "profile": "paper", "status": "queued <here>"},  # no number: not covered; a note
         {"dataset": "fashion-mnist", "epsilon": 10, "ours": 0.3, "paper": 0.7061,
          "profile": "smoke"},
         {"dataset": "fashion-mnist", "epsilon": 1, "ours": 0.6, "paper": 0.6478,
-         "profile": "paper", "variant": True, "config": "fashion-mnist-eps1-large"}])
+         "profile": "paper", "variant": True, "config": "fashion-mnist-eps1-large"},
+        {"dataset": "fashion-mnist", "epsilon": 1, "ours": 0.2, "paper": 0.6478,
+         "profile": "smoke"},  # a pipeline check beside the variant: the variant is named
+        {"dataset": "celeba-hair", "epsilon": 1, "ours": 0.5, "paper": 0.6,
+         "profile": "smoke"}])  # a stand-in's pipeline check: the user's data is the reason
     _save(tmp_path, "tab:lowdp", [  # a budget stored as text, one the paper prints as 1.0
-        {"dataset": "mnist", "epsilon": "1.00", "ours": 0.66, "paper": 0.7123, "profile": "paper"}])
+        {"dataset": "mnist", "epsilon": "1.00", "ours": 0.66, "paper": 0.7123, "profile": "paper"},
+        {"dataset": "mnist", "epsilon": 0.6000000000000001, "ours": 0.5, "profile": "paper"}])
     _save(tmp_path, "tab:hyperparam", [  # a table at one budget stores rows without ε
         {"dataset": "mnist", "parameter": "k=300", "ours": 0.683, "paper": 0.6753,
-         "profile": "paper", "family": "cpu"}])
+         "profile": "paper", "family": "cpu"},
+        {"dataset": "mnist", "parameter": "k=100", "ours": 0.17, "profile": "smoke"}])
     _save(tmp_path, "tab:image (all methods)", [  # without ε in a table of several budgets
-        {"dataset": "mnist", "method": "G-PATE", "ours": 0.5, "profile": "paper"}])
+        {"dataset": "mnist", "method": "G-PATE", "ours": 0.5, "profile": "paper"},
+        {"dataset": "mnist", "method": "DP-GAN (large batch)", "epsilon": "10", "ours": 0.6,
+         "profile": "cpu", "variant": True},  # a variant at another profile: not "ran"
+        {"dataset": "fashion-mnist", "method": "DP-GAN (large batch)", "epsilon": "10",
+         "ours": 0.6, "profile": "paper", "variant": True}])
     _save(tmp_path, "tab:visual", [  # another scale still covers the cell
         {"dataset": "mnist", "method": "DataLens", "epsilon": "1", "ours": 3.8, "paper": 4.37,
          "profile": "paper", "comparable": False}])
@@ -495,8 +505,22 @@ def test_missing_cells_list_the_papers_cells_without_ours_and_say_why(tmp_path):
     for covered in [("tab:image", "mnist", "DataLens", "1", ""),
                     ("tab:lowdp", "mnist", "DataLens", "1", ""),
                     ("tab:visual", "mnist", "DataLens", "1", ""),
-                    ("tab:hyperparam", "mnist", "DataLens", "1", "k=300")]:
+                    ("tab:hyperparam", "mnist", "DataLens", "1", "k=300"),
+                    ("tab:lowdp", "mnist", "DataLens", "0.6", "")]:  # ε with rounding noise
         assert covered not in why.index, covered
+    assert why[("tab:hyperparam", "mnist", "DataLens", "1", "k=100")] == \
+        "a pipeline check only (smoke profile)"  # a row without ε, one budget
+    assert why[("tab:image", "celeba-hair", "DataLens", "1", "")] == \
+        "needs the user's data (celeba-hair)"
+    assert why[("tab:image", "mnist", "PATE-GAN", "1", "")] == "method not implemented yet"
+    assert why[("tab:lowdp", "mnist", "GS-WGAN", "0.2", "")] == "method not implemented yet"
+    assert why[("tab:image", "fashion-mnist", "DP-GAN", "10", "")] == \
+        "only a variant of the paper's setting ran at paper scale"  # "(large batch)"
+    assert why[("tab:image", "mnist", "DP-GAN", "10", "")] == "not run at paper scale yet"
+    assert set(why) <= {w for w in why if w.startswith(status.MISSING_REASONS)}
+    note = key["note"]
+    assert note[("tab:image", "mnist", "DataLens", "10", "")] == "queued <here>"
+    assert (note.drop(("tab:image", "mnist", "DataLens", "10", "")) == "").all()
     assert why[("tab:image", "mnist", "DataLens", "10", "")] == "not run at paper scale yet"
     assert why[("tab:image", "fashion-mnist", "DataLens", "10", "")] == \
         "a pipeline check only (smoke profile)"
@@ -516,7 +540,7 @@ def test_missing_cells_list_the_papers_cells_without_ours_and_say_why(tmp_path):
                 r["paper cells"], r["artifact"]
     assert (table.loc[table["paper cells"].isna(), "paper cells covered"] == 0).all()
     cov = table.set_index("artifact")["paper cells covered"]
-    assert cov["tab:image"] == cov["tab:lowdp"] == cov["tab:visual"] == 1
+    assert cov["tab:image"] == cov["tab:visual"] == 1 and cov["tab:lowdp"] == 2
     assert cov["tab:hyperparam"] == 1
     arts = {a.artifact: a for a in status.artifacts()}
     assert status._one_budget(status.paper_cells(arts["tab:image"])) == ""  # 1, 10 and ∞
@@ -529,5 +553,6 @@ def test_missing_cells_list_the_papers_cells_without_ours_and_say_why(tmp_path):
     assert status.missing_counts(m).startswith(f"not run at paper scale yet: "
                                                f"{(m.why == 'not run at paper scale yet').sum()}; ")
     assert html.count("<tr>") == len(m) + m.artifact.nunique()
+    assert "<td class='why'>queued &lt;here&gt;</td>" in html
     assert "the user&#x27;s data" in html and "user's data" not in html  # escaped
     assert status.missing_html(m.iloc[:0]).startswith("<p>Every ")

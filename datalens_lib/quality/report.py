@@ -36,19 +36,32 @@ METRICS = {"is": "inception_score", "fid": "fid"}
 
 
 def published_runs(root: Path | None = None) -> list[dict[str, Any]]:
-    """Every committed run with a published sample subset present on disk."""
+    """Every committed run with a published sample subset present on disk, labelled as the
+    utility tables label it (``results.comparison``): a run whose recorded profile trains the
+    paper setting and changes only the evaluation (:func:`config.trains_paper_setting`,
+    DP-GAN's small-batch ``cpu`` runs) is at the ``paper`` profile (``recorded_profile`` keeps
+    its own; its samples do not depend on the evaluation), and a run of a ``-large`` config
+    (DPImageBench's large-batch DP-GAN) is a variant, "DP-GAN (large batch)", whose
+    ``paper_method`` names the paper's cell it stands beside."""
+    from ..config import trains_paper_setting
+
     out = []
     for run_json in sorted((root or RESULTS_DIR).glob("*/*/*/run.json")):
         rec = json.loads(run_json.read_text())
         pub = rec.get("published_samples")
         if not pub or not (run_json.parent / pub["file"]).exists():
             continue
-        method = run_json.parents[2].name
+        method, config = run_json.parents[2].name, run_json.parents[1].name
+        name, large = PAPER_NAMES.get(method, method), config.endswith("-large")
         eps = rec.get("target_epsilon", rec["config"].get("epsilon"))
-        out.append({"method": PAPER_NAMES.get(method, method), "dataset":
-                    rec["config"]["dataset"], "epsilon": "inf" if eps is None else f"{eps:g}",
-                    "config": run_json.parents[1].name, "folder": run_json.parent.name,
-                    "profile": rec["profile"], "path": run_json.parent / pub["file"],
+        paper_training = trains_paper_setting(config, rec["profile"], method,
+                                              recorded=rec["config"])
+        out.append({"method": name + (" (large batch)" if large else ""), "paper_method": name,
+                    "variant": large, "dataset": rec["config"]["dataset"],
+                    "epsilon": "inf" if eps is None else f"{eps:g}",
+                    "config": config, "folder": run_json.parent.name,
+                    "profile": "paper" if paper_training else rec["profile"],
+                    "recorded_profile": rec["profile"], "path": run_json.parent / pub["file"],
                     "published": pub, "git_sha": rec.get("git_sha")})
     return out
 
@@ -115,9 +128,11 @@ def score_rows(entries: list[dict[str, Any]], paper: pd.DataFrame) -> list[dict[
         for key, metric in METRICS.items():
             rows.append({"dataset": e["dataset"], "method": e["method"],
                          "epsilon": e["epsilon"], "metric": metric, "ours": s[key],
-                         "paper": _paper(paper, e["dataset"], e["method"], e["epsilon"],
-                                         metric),
-                         "profile": e["profile"], "comparable": False,
+                         "paper": _paper(paper, e["dataset"], e.get("paper_method",
+                                                                    e["method"]),
+                                         e["epsilon"], metric),
+                         "profile": e["profile"], "variant": bool(e.get("variant")),
+                         "comparable": False,
                          "source": e["source"] if "source" in e
                          else f"{e['config']}/{e['folder']}",
                          "n": s["n"], "label_agreement": s.get("label_agreement"),
@@ -202,9 +217,12 @@ def choose_per_cell(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def rankings(df: pd.DataFrame) -> pd.DataFrame:
     """Per dataset, ε and metric with at least two methods having both numbers: Spearman's
-    rank correlation between our values and the paper's across methods (real data left out)."""
+    rank correlation between our values and the paper's across methods (real data and
+    variants left out)."""
     out = []
     sub = df[(df.method != "real data") & df.ours.notna() & df.paper.notna()]
+    if "variant" in sub:  # a variant (DP-GAN's large batch) is not the paper's method
+        sub = sub[~sub["variant"].fillna(False).astype(bool)]
     for (dataset, eps, metric), g in sub.groupby(["dataset", "epsilon", "metric"]):
         g = g.drop_duplicates("method")
         if len(g) < 2:
