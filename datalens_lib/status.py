@@ -369,29 +369,36 @@ def missing_counts(missing: pd.DataFrame) -> str:
     return "; ".join(f"{why}: {n}" for why, n in missing.why.value_counts().items())
 
 
+def _blocks_html(frame: pd.DataFrame, head: tuple[str, ...], row, summary) -> str:
+    """One collapsible block per artifact of ``frame`` (in its order): the summary line
+    ``summary(group)`` after the artifact's name, a table with the header cells ``head`` and
+    a row of ``row(record)`` (its ``<td>`` cells) per record."""
+    blocks = []
+    for art, g in frame.groupby("artifact", sort=False):
+        rows = "".join(f"<tr>{row(r)}</tr>" for r in g.to_dict("records"))
+        th = "".join(f"<th>{h}</th>" for h in head)
+        blocks.append(f"<details><summary>{_artifact_html(art, g['page'].iloc[0])}: "
+                      f"{summary(g)}</summary><table class='datalens-cells'>"
+                      f"<thead><tr>{th}</tr></thead><tbody>{rows}</tbody></table></details>")
+    return _CELLS_STYLE + "".join(blocks)
+
+
 def missing_html(missing: pd.DataFrame) -> str:
     """:func:`missing_cells` as HTML: one collapsible block per artifact, its summary line
     counting the missing cells by reason, the notebook's note beside the reason, every text
     escaped, ``∞`` for an infinite ε."""
     if missing.empty:
         return "<p>Every numbered cell of the paper has a cell of ours at paper scale.</p>"
-    blocks = []
-    for art, g in missing.groupby("artifact", sort=False):
-        counts = html.escape(missing_counts(g))
-        rows = "".join(
-            f"<tr><td>{_text_html(r['dataset'])}</td><td>{_text_html(r['method'])}</td>"
-            f"<td>{_text_html(r['epsilon'])}</td><td>{_text_html(r['parameter'])}</td>"
-            f"<td class='n'>{_num_html(r['paper'])}</td>"
-            f"<td class='why'>{_text_html(r['why'])}</td>"
-            f"<td class='why'>{_text_html(r['note'])}</td></tr>"
-            for r in g.to_dict("records"))
-        head = ("<tr><th>dataset</th><th>method</th><th>ε</th><th>parameter</th>"
-                "<th>paper</th><th>why we have no paper-scale cell</th>"
-                "<th>the notebook's note</th></tr>")
-        blocks.append(f"<details><summary>{_artifact_html(art, g['page'].iloc[0])}: "
-                      f"{len(g)} missing ({counts})</summary><table class='datalens-cells'>"
-                      f"<thead>{head}</thead><tbody>{rows}</tbody></table></details>")
-    return _CELLS_STYLE + "".join(blocks)
+    text = _text_html
+    return _blocks_html(
+        missing, ("dataset", "method", "ε", "parameter", "paper",
+                  "why we have no paper-scale cell", "the notebook's note"),
+        lambda r: (f"<td>{text(r['dataset'])}</td><td>{text(r['method'])}</td>"
+                   f"<td>{text(r['epsilon'])}</td><td>{text(r['parameter'])}</td>"
+                   f"<td class='n'>{_num_html(r['paper'])}</td>"
+                   f"<td class='why'>{text(r['why'])}</td>"
+                   f"<td class='why'>{text(r['note'])}</td>"),
+        lambda g: f"{len(g)} missing ({html.escape(missing_counts(g))})")
 
 
 def cells_html(cells: pd.DataFrame) -> str:
@@ -400,30 +407,23 @@ def cells_html(cells: pd.DataFrame) -> str:
     artifact's unit, ``—`` for nothing, ``∞`` for an infinite ε, every text escaped."""
     if cells.empty:
         return "<p>No cell of ours is at paper scale yet.</p>"
+    num, text, td = _num_html, _text_html, "class='n'"
 
-    num, text = _num_html, _text_html
-    td = "class='n'"
-    blocks = []
-    for art, g in cells.groupby("artifact", sort=False):
-        name = _artifact_html(art, g["page"].iloc[0])
-        n = int(g["ours - paper"].notna().sum())
+    def summary(g: pd.DataFrame) -> str:
         paper = int(g["paper"].notna().sum())
         extra = len(g) - paper
-        count = f"{paper} cell(s) with a paper number" + (f", {extra} without" if extra else "")
-        rows = "".join(
-            f"<tr><td>{text(r['dataset'])}</td><td>{text(r['method'])}</td>"
-            f"<td>{text(r['epsilon'])}</td><td>{text(r['parameter'])}</td>"
-            f"<td>{text(r['family'])}</td><td {td}>{num(r['paper'])}</td>"
-            f"<td {td}>{num(r['ours'])}</td><td {td}>{num(r['ours - paper'], True)}</td>"
-            f"<td class='why'>{text(r['not compared because'])}</td></tr>"
-            for r in g.to_dict("records"))
-        head = ("<tr><th>dataset</th><th>method</th><th>ε</th><th>parameter</th><th>family</th>"
-                "<th>paper</th><th>ours</th><th>ours − paper</th><th>not compared because</th>"
-                "</tr>")
-        blocks.append(f"<details><summary>{name}: {count}; {n} compared"
-                      f"</summary><table class='datalens-cells'>"
-                      f"<thead>{head}</thead><tbody>{rows}</tbody></table></details>")
-    return _CELLS_STYLE + "".join(blocks)
+        return (f"{paper} cell(s) with a paper number" + (f", {extra} without" if extra else "")
+                + f"; {int(g['ours - paper'].notna().sum())} compared")
+
+    return _blocks_html(
+        cells, ("dataset", "method", "ε", "parameter", "family", "paper", "ours",
+                "ours − paper", "not compared because"),
+        lambda r: (f"<td>{text(r['dataset'])}</td><td>{text(r['method'])}</td>"
+                   f"<td>{text(r['epsilon'])}</td><td>{text(r['parameter'])}</td>"
+                   f"<td>{text(r['family'])}</td><td {td}>{num(r['paper'])}</td>"
+                   f"<td {td}>{num(r['ours'])}</td><td {td}>{num(r['ours - paper'], True)}</td>"
+                   f"<td class='why'>{text(r['not compared because'])}</td>"),
+        summary)
 
 
 def method_matrix(root=None) -> pd.DataFrame:
