@@ -29,12 +29,16 @@ from .evaluate import evaluate_samples, schedule_sensitivity
 from .privacy import topagg_sigma_for_queries
 from .provenance import REPO_ROOT, atomic_write_json, runs_root
 from .results import (
+    LARGE_BATCH_SUFFIX,
     PAPER_DIR,
     PAPER_METHODS,
+    PAPER_NAMES,
     RESULTS_DIR,
     compared_with_paper,
     latest_eval,
     paper_values,
+    setting_label,
+    shown_profile_of,
 )
 from .results import run_family as results_run_family
 from .store import PROFILE_RANK, params_hash
@@ -915,6 +919,24 @@ def method_config(dataset: str, epsilon: str | float) -> str:
     return f"{dataset}-eps{'inf' if e == 'inf' else f'{float(e):g}'}"
 
 
+def paper_settings(paper_method: str, config: str) -> list[tuple[str, str, bool]]:
+    """The settings of ours that stand beside one paper cell of ``paper_method`` (a name of
+    :data:`results.PAPER_METHODS`) whose main config is ``config``: ``(label, config,
+    variant)`` for the paper's setting, then, where the method has one, DPImageBench's
+    large-batch setting (``config`` + :data:`results.LARGE_BATCH_SUFFIX`, DP-GAN's), a
+    variant labelled by :func:`results.setting_label` and never compared with the paper's
+    number."""
+    from .methods import METHODS
+
+    out = [(paper_method, config, False)]
+    key = PAPER_METHODS.get(paper_method)
+    large = config + LARGE_BATCH_SUFFIX
+    if key in METHODS and large in available_configs(key):
+        label, _, variant = setting_label(key, large)
+        out.append((label, large, variant))
+    return out
+
+
 def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] | None = None,
                   device: str = "auto",
                   overrides: dict[str, dict[str, Any]] | None = None) -> pd.DataFrame:
@@ -933,20 +955,16 @@ def methods_table(profile: str = "smoke", *, seed: int = 0, datasets: list[str] 
         if datasets is not None and r.dataset not in datasets:
             continue
         key = PAPER_METHODS.get(r.method)
-        config = method_config(r.dataset, r.epsilon)
-        variants = [(r.method, config)]
-        if key in METHODS and f"{config}-large" in available_configs(key):
-            # DP-GAN's large-batch setting (DPImageBench's) beside the small-batch one
-            variants.append((f"{r.method} (large batch)", f"{config}-large"))
-        for label, cfg in variants:
-            row = {"method": label, "dataset": r.dataset, "epsilon": str(r.epsilon),
+        for label, cfg, variant in paper_settings(r.method, method_config(r.dataset, r.epsilon)):
+            row = {"method": label, "paper_method": r.method, "dataset": r.dataset,
+                   "epsilon": str(r.epsilon),
                    "paper": float(r.value), "profile": "-", "family": "-", "ours": None,
                    "ours_clean": None, "eval_epochs": None, "ledgers": None,
                    "neighbouring": None, "dp_guarantee": None, "status": "ok",
                    "measured_cost": None, "paper_command": None,
                    # DPImageBench's large-batch setting beside the paper's number: not its
                    # setting, so never compared with it
-                   "variant": cfg.endswith("-large")}
+                   "variant": variant}
             need = data_status(r.dataset)
             if key not in METHODS:
                 row["status"] = NOT_IMPLEMENTED
@@ -1209,10 +1227,10 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
 
     rows = []
     paper = paper_table("tab_lowdp.csv")
-    names = {v: k for k, v in PAPER_METHODS.items()}
-    for method in sorted({v for v in PAPER_METHODS.values()}):
+    for method in sorted(PAPER_NAMES):
         for s in committed_runs(root, method=method):
             rec = json.loads((Path(s["run_dir"]) / "run.json").read_text())
+            label, paper_method, _ = setting_label(method, s["config"])
             for snap in rec.get("snapshots", []):
                 if "samples" not in snap or not snap.get("exact"):
                     continue
@@ -1229,15 +1247,18 @@ def snapshot_table(root: Path | None = None) -> pd.DataFrame:
                 # data-independent ledger as the committed run's (its privacy side)
                 same = None if check is None else same_privacy(
                     snapshot_differences(ev["snapshot"], snap))
-                sel = paper[(paper["method"] == names[method])
+                sel = paper[(paper["method"] == paper_method)
                             & (paper["dataset"] == s["dataset"])
                             & (pd.to_numeric(paper["epsilon"]) == snap["budget"])]
                 prof, fam = shown_profile(s)
-                rows.append({"method": names[method], "dataset": s["dataset"],
+                rows.append({"method": label, "paper_method": paper_method,
+                             "dataset": s["dataset"],
                              "epsilon": snap["budget"], "run": f"{s['config']}/"
                              f"{Path(s['run_dir']).name}", "profile": prof,
                              "family": fam, "recorded_paper": s["profile"] == "paper",
                              "seed": s["seed"],
+                             # not the config's own setting (a large-batch run's label,
+                             # ``method``, already tells it from the paper's)
                              "variant": not run_matches(s, method, {"moment_dtype":
                                                                     s["moment_dtype"]}
                                                         if s.get("moment_dtype") else {}),
@@ -1266,7 +1287,6 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
     run of the ε = 1 config: the same number of steps) and ``paper_command``. DP-GAN's
     large-batch setting (``<dataset>-eps1-large``, DPImageBench's) has rows of its own,
     "DP-GAN (large batch)", as in T1: a variant, never compared with the paper's number."""
-    from .methods import METHODS
 
     paper = paper_table("tab_lowdp.csv")
     snaps = snapshot_table(root)
@@ -1277,8 +1297,7 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
     # config trained with a smaller budget and nothing else changed (DP-GAN's cells below
     # eps = 1: its noise is calibrated to the budget), each with its own latest evaluation
     full = []
-    names = {v: k for k, v in PAPER_METHODS.items()}
-    for method in sorted(set(PAPER_METHODS.values())):
+    for method in sorted(PAPER_NAMES):
         for s in committed_runs(root, method=method):
             if method == "datalens" and seed_folder_family(s["run_dir"]) is None:
                 continue  # another run of a seed already counted (SEED_FOLDERS)
@@ -1288,21 +1307,22 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
                     if b.get("exact") and "samples" in b:
                         taken.setdefault((method, s["dataset"], b["budget"]), []).append(
                             f"{s['config']}/{Path(s['run_dir']).name}")
-            large = s["config"].endswith("-eps1-large")  # DP-GAN's large-batch setting
-            if (s["config"].endswith("-eps1") or large) and s.get("acc_paper") is not None:
+            label, paper_method, _ = setting_label(method, s["config"])
+            if (s["config"].endswith(("-eps1", "-eps1" + LARGE_BATCH_SUFFIX))
+                    and s.get("acc_paper") is not None):
                 md = s.get("moment_dtype")
                 eps = float(s["epsilon"])
                 over = {"moment_dtype": md} if md else {}
                 if eps != 1.0:
                     over["epsilon"] = eps
-                label = f"{names[method]} (large batch)" if large else names[method]
                 # the paper's training at this budget (DP-GAN's budget runs: epsilon set)
                 paper_training = trains_paper_setting(
                     s["config"], s["profile"], method,
                     overrides={"epsilon": eps} if eps != 1.0 else None,
                     recorded=rec["config"])
                 prof, fam = shown_profile({**s, "paper_training": paper_training})
-                full.append({"method": label, "dataset": s["dataset"], "epsilon": eps,
+                full.append({"method": label, "paper_method": paper_method,
+                             "dataset": s["dataset"], "epsilon": eps,
                              "profile": prof, "family": fam,
                              "recorded_paper": s["profile"] == "paper",
                              "variant": not run_matches(s, method, over),
@@ -1317,14 +1337,8 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
     for r in paper.itertuples():
         key = PAPER_METHODS.get(r.method)
         eps = float(r.epsilon)
-        config = method_config(r.dataset, 1.0)
-        variants = [(r.method, config)]
-        if key in METHODS and f"{config}-large" in available_configs(key):
-            # DP-GAN's large-batch setting (DPImageBench's) beside the small-batch one, as
-            # in T1 (methods_table): not the paper's setting, so never compared with it
-            variants.append((f"{r.method} (large batch)", f"{config}-large"))
-        for label, cfg in variants:
-            rows.extend(_lowdp_cells(label, cfg, key, r, eps, snaps, taken, root))
+        for label, cfg, variant in paper_settings(r.method, method_config(r.dataset, 1.0)):
+            rows.extend(_lowdp_cells(label, cfg, variant, key, r, eps, snaps, taken, root))
     table = pd.DataFrame(rows)
     # the columns exist even when no cell needs them (every cell at the paper profile, or
     # every dataset missing here: no command to give), so readers can select them
@@ -1334,16 +1348,17 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
     return with_difference(table)
 
 
-def _lowdp_cells(label: str, config: str, key: str | None, r: Any, eps: float,
+def _lowdp_cells(label: str, config: str, variant: bool, key: str | None, r: Any, eps: float,
                  snaps: pd.DataFrame, taken: dict[tuple[str, str, float], list[str]],
                  root: Path | None) -> list[dict[str, Any]]:
     """The rows of one ``tab:lowdp`` cell (:func:`lowdp_methods_table`) for the setting
-    ``label`` (the paper's method name, or DP-GAN's large-batch setting) of ``config``: one
-    row per run family with results, or one row saying why there is none."""
+    ``label`` (the paper's method name, or DP-GAN's large-batch setting, a ``variant``:
+    :func:`paper_settings`) of ``config``: one row per run family with results, or one row
+    saying why there is none."""
     from .methods import METHODS
 
-    base = {"method": label, "dataset": r.dataset, "epsilon": eps, "paper": float(r.value),
-            "variant": config.endswith("-large")}
+    base = {"method": label, "paper_method": r.method, "dataset": r.dataset, "epsilon": eps,
+            "paper": float(r.value), "variant": variant}
     mine = snaps[(snaps["method"] == label) & (snaps["dataset"] == r.dataset)
                  & (snaps["epsilon"] == eps)] if len(snaps) else snaps
     if len(mine):
@@ -1931,8 +1946,9 @@ def shown_profile(summary: dict[str, Any]) -> tuple[str, str]:
     evaluation (``paper_training``: :func:`config.trains_paper_setting`, e.g. DP-GAN's
     small-batch ``cpu`` runs) is a paper-scale run; its evaluation length is the
     ``eval_epochs`` column's business, as for any paper-profile run."""
-    if summary.get("paper_training") and summary["profile"] != "paper":
-        return "paper", results_run_family("paper", summary.get("moment_dtype"))
+    profile = shown_profile_of(summary["profile"], bool(summary.get("paper_training")))
+    if profile != summary["profile"]:
+        return profile, results_run_family(profile, summary.get("moment_dtype"))
     return summary["profile"], summary["family"]
 
 

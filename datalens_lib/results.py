@@ -31,6 +31,39 @@ MIN_COMPARED_EVAL_EPOCHS = 30
 #: methods not implemented yet)
 PAPER_METHODS = {"DataLens": "datalens", "DC-GAN": "dcgan", "G-PATE": "gpate",
                  "DP-GAN": "dpgan", "PATE-GAN": "pategan", "GS-WGAN": "gswgan"}
+#: our registry's keys -> the paper's method names (the inverse of :data:`PAPER_METHODS`)
+PAPER_NAMES = {v: k for k, v in PAPER_METHODS.items()}
+#: the suffix of a config in DPImageBench's large-batch DP-GAN setting (``<dataset>-eps1-large``:
+#: as many fakes as real examples per step, ``methods.dpgan``), a variant of the paper's setting
+LARGE_BATCH_SUFFIX = "-large"
+
+
+def setting_label(method: str, config: str) -> tuple[str, str, bool]:
+    """How the tables name a run of our registry's ``method`` in ``config``: ``(label,
+    paper_method, variant)``. ``paper_method`` is the paper's name of the method (its cell's
+    key); a config of DPImageBench's large-batch setting (:data:`LARGE_BATCH_SUFFIX`) is a
+    variant of that cell, labelled "<method> (large batch)" and never compared with the paper's
+    number. A method the paper does not name keeps our key."""
+    name = PAPER_NAMES.get(method, method)
+    large = config.endswith(LARGE_BATCH_SUFFIX)
+    return (f"{name} (large batch)" if large else name), name, large
+
+
+def shown_profile_of(profile: str, paper_training: bool) -> str:
+    """The profile a run recorded at ``profile`` is shown and compared at: ``paper`` where it
+    trains the paper setting and changes only the evaluation (``paper_training``:
+    :func:`config.trains_paper_setting`, e.g. DP-GAN's small-batch ``cpu`` runs: paper-scale
+    training, a 30-epoch evaluation, which :func:`compared_with_paper` judges on its own), else
+    its own."""
+    return "paper" if paper_training else profile
+
+
+def recorded_run_profile(method: str, config: str, rec: dict[str, Any],
+                         overrides: dict[str, Any] | None = None) -> str:
+    """:func:`shown_profile_of` a committed run of ``method`` and ``config`` from its record
+    ``rec`` (``run.json``; ``overrides`` as for :func:`config.trains_paper_setting`)."""
+    return shown_profile_of(rec["profile"], trains_paper_setting(
+        config, rec["profile"], method, recorded=rec["config"], overrides=overrides))
 
 
 def run_family(profile: str | None, moment_dtype: str | None) -> str:
@@ -132,24 +165,19 @@ def comparison(root: Path | None = None, paper_root: Path | None = None
     ``epsilon_spent`` under the ledger that stopped the
     run (``ledger``: the record's ``conversion``, e.g. ``paper`` for DataLens and G-PATE,
     Opacus's ``rdp`` for DP-GAN; None without noise)."""
-    names = {v: k for k, v in PAPER_METHODS.items()}
     best: dict[tuple[str, str], dict[str, Any]] = {}
     for run_file in sorted((root or RESULTS_DIR).glob("*/*/*/run.json")):
         method, config, folder = run_file.parts[-4:-1]
-        if method not in names or folder not in MAIN_FOLDERS:
+        if method not in PAPER_NAMES or folder not in MAIN_FOLDERS:
             continue
         rec = json.loads(run_file.read_text())
         ev = latest_eval(run_file.parent)
-        # a profile that changes only the evaluation trains the paper setting: paper scale
-        profile = ("paper" if trains_paper_setting(config, rec["profile"], method,
-                                                   recorded=rec["config"])
-                   else rec["profile"])
+        profile = recorded_run_profile(method, config, rec)
         fam = run_family(profile, rec["config"].get("moment_dtype"))
         eps = rec.get("target_epsilon")
-        large = config.endswith("-large")  # DP-GAN in DPImageBench's setting: not the paper's
+        label, paper_method, large = setting_label(method, config)
         ledger = rec.get("conversion", "paper")  # the one that stopped the run
-        r = {"method": names[method] + (" (large batch)" if large else ""), "config": config,
-             "folder": folder,
+        r = {"method": label, "config": config, "folder": folder,
              "dataset": rec["config"]["dataset"],
              "epsilon": float("inf") if eps is None else eps, "profile": profile,
              "recorded_profile": rec["profile"],
@@ -157,7 +185,7 @@ def comparison(root: Path | None = None, paper_root: Path | None = None
              "ours_paper_protocol": ev["paper"] if ev else None,
              "ours_clean_protocol": ev["clean"] if ev else None, "steps": rec["steps"],
              "ledger": ledger, "epsilon_spent": (rec.get("epsilon") or {}).get(ledger)}
-        r["paper_method"] = names[method]
+        r["paper_method"] = paper_method
         r["compared"] = ev is not None and compared_with_paper(r["profile"], fam,
                                                                r["eval_epochs"], large)
         old = best.get((method, config))

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import html
 import math
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -264,10 +263,10 @@ def _covered_keys(ours: list[dict[str, Any]], paper: pd.DataFrame) -> set[Key]:
 
 
 def _variant_key(c: dict[str, Any], epsilon: str) -> Key:
-    """The paper cell a variant row of ours is a variant of: its ``paper_method`` where given,
-    else its method without a parenthesised qualifier ("DP-GAN (large batch)" is a variant of
-    the paper's DP-GAN cell)."""
-    method = c.get("paper_method") or re.sub(r"\s*\([^)]*\)$", "", _text(c.get("method")))
+    """The paper cell a variant row of ours is a variant of: its ``paper_method`` where given
+    (the tables' rows of DP-GAN's large-batch setting, "DP-GAN (large batch)", carry it:
+    :func:`results.setting_label`), else its own method's."""
+    method = c.get("paper_method") or _text(c.get("method"))
     return _cell_key({**c, "method": method}, epsilon)
 
 

@@ -155,7 +155,8 @@ display(Markdown(book.dpgan_probe_paragraph()))
 lowdp = book.lowdp_methods_table()
 store.save_result("tab:lowdp (all methods)", {"profile": profile}, lowdp.to_dict("records"),
                   profile=profile, seed=seed)
-display(lowdp.drop(columns=["measured_cost", "paper_command"], errors="ignore").round(4))
+display(lowdp.drop(columns=["measured_cost", "paper_command", "paper_method"],
+                   errors="ignore").round(4))
 display(Markdown(book.agreement_paragraph(lowdp)))
 todo = lowdp[lowdp["paper_command"].notna()]
 if len(todo):  # the cells not at paper scale: what each would cost and the command

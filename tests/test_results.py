@@ -8,12 +8,35 @@ from conftest import SHARED
 from datalens_lib import cli
 from datalens_lib.results import (
     PAPER_DIR,
+    PAPER_METHODS,
+    PAPER_NAMES,
     comparison,
     paper_value,
     paper_values,
+    setting_label,
+    shown_profile_of,
 )
 
 PAPER_TEX = SHARED.parent / "paper" / "000_9b649959b7e50e15.txt"
+
+
+def test_settings_are_labelled_once_for_every_table():
+    """One rule names a run's setting (results.setting_label) and one promotes a run that
+    trains the paper setting to the paper profile (shown_profile_of); the tables' own
+    lists of settings per paper cell (book.paper_settings) follow them."""
+    from datalens_lib import book
+
+    assert {PAPER_METHODS[v]: v for v in PAPER_NAMES.values()} == PAPER_NAMES
+    assert setting_label("dpgan", "mnist-eps1") == ("DP-GAN", "DP-GAN", False)
+    assert setting_label("dpgan", "mnist-eps10-large") == ("DP-GAN (large batch)", "DP-GAN", True)
+    assert setting_label("datalens", "mnist-eps1-largest") == ("DataLens", "DataLens", False)
+    assert setting_label("mine", "x") == ("mine", "mine", False)  # a name the paper lacks
+    assert shown_profile_of("cpu", True) == "paper" and shown_profile_of("cpu", False) == "cpu"
+    assert shown_profile_of("smoke", False) == "smoke"
+    assert book.paper_settings("DP-GAN", "mnist-eps1") == [
+        ("DP-GAN", "mnist-eps1", False), ("DP-GAN (large batch)", "mnist-eps1-large", True)]
+    assert book.paper_settings("DataLens", "mnist-eps1") == [("DataLens", "mnist-eps1", False)]
+    assert book.paper_settings("PATE-GAN", "mnist-eps1") == [("PATE-GAN", "mnist-eps1", False)]
 
 
 @pytest.mark.parametrize("csv_name,label", [("tab_image.csv", "tab:image"),

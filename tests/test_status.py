@@ -305,6 +305,8 @@ def test_lowdp_methods_table_averages_snapshots_per_family(tmp_path, monkeypatch
     t = book.lowdp_methods_table(root=tmp_path)
     big = t[(t.method == "DP-GAN (large batch)") & (t.dataset == "mnist")].set_index("epsilon")
     assert big.loc[0.2, "ours"] == 0.8 and big.loc[0.2, "profile"] == "paper"
+    # the variant's rows name the paper's cell they stand beside (status.missing_cells)
+    assert set(big["paper_method"]) == {"DP-GAN"} and big["variant"].all()
     assert math.isnan(big.loc[0.2, "difference"]) and bool(big.loc[0.2, "variant"])
     assert pd.isna(big.loc[0.2, "paper_command"])  # at the paper profile
     small = t[(t.method == "DP-GAN") & (t.dataset == "mnist")].set_index("epsilon")
@@ -461,6 +463,36 @@ def test_cell_table_lists_every_paper_scale_cell_and_says_why_one_is_not_compare
     assert status.cells_html(status.cell_table(root=tmp_path / "empty")).startswith("<p>No ")
 
 
+def test_methods_table_rows_name_the_paper_cell_they_stand_beside(monkeypatch, tmp_path):
+    """T1's rows (book.methods_table) carry the paper's method name; DP-GAN's large-batch
+    setting is a variant row of its own beside the paper's DP-GAN cell, which the status
+    page's missing-cell list reads (``paper_method``) instead of parsing the label. Training is
+    replaced by a fixed paper-profile summary: the labelling is what is under test."""
+    from datalens_lib import book
+
+    def fake_run(key, cfg, profile, **_):
+        return {"profile": "paper", "family": "gpu", "acc_paper": 0.5, "acc_clean": 0.5,
+                "eval_epochs": 600, "neighbouring": "add/remove",
+                "epsilon_spent": {"rdp": 1.0}, "dp_guarantee": "rdp", "config": cfg}
+
+    monkeypatch.setattr(book, "run_method", fake_run)
+    monkeypatch.setattr(book, "committed_setting", lambda *a, **k: [])
+    monkeypatch.setattr(book, "data_status", lambda dataset: None)
+    t = book.methods_table("paper", datasets=["mnist"])
+    dp = t[t.paper_method == "DP-GAN"].set_index(["method", "epsilon"])
+    assert set(dp.index.get_level_values(0)) == {"DP-GAN", "DP-GAN (large batch)"}
+    assert dp["variant"].to_dict() == {k: k[0] != "DP-GAN" for k in dp.index}
+    assert pd.isna(dp.loc[("DP-GAN (large batch)", "1"), "difference"])  # never compared
+    assert not pd.isna(dp.loc[("DP-GAN", "1"), "difference"])
+    assert (t.method == t.paper_method).sum() == len(t) - len(dp) // 2
+    # stored alone, the large-batch rows make the paper's DP-GAN cells "only a variant ran"
+    _save(tmp_path, "tab:image (all methods)",
+          t[t.method == "DP-GAN (large batch)"].to_dict("records"))
+    m = status.missing_cells(root=tmp_path)
+    why = m[(m.artifact == "tab:image") & (m.dataset == "mnist") & (m.method == "DP-GAN")]
+    assert set(why.why) == {"only a variant of the paper's setting ran at paper scale"}
+
+
 def test_missing_cells_list_the_papers_cells_without_ours_and_say_why(tmp_path):
     """The complement of cell_table for the paper's cells: a cell of the paper is covered by a
     paper-scale number of ours with its dataset, method, ε (as a number: the paper prints 1 and
@@ -488,10 +520,10 @@ def test_missing_cells_list_the_papers_cells_without_ours_and_say_why(tmp_path):
         {"dataset": "mnist", "parameter": "k=100", "ours": 0.17, "profile": "smoke"}])
     _save(tmp_path, "tab:image (all methods)", [  # without ε in a table of several budgets
         {"dataset": "mnist", "method": "G-PATE", "ours": 0.5, "profile": "paper"},
-        {"dataset": "mnist", "method": "DP-GAN (large batch)", "epsilon": "10", "ours": 0.6,
-         "profile": "cpu", "variant": True},  # a variant at another profile: not "ran"
-        {"dataset": "fashion-mnist", "method": "DP-GAN (large batch)", "epsilon": "10",
-         "ours": 0.6, "profile": "paper", "variant": True}])
+        {"dataset": "mnist", "method": "DP-GAN (large batch)", "paper_method": "DP-GAN",
+         "epsilon": "10", "ours": 0.6, "profile": "cpu", "variant": True},  # not "ran"
+        {"dataset": "fashion-mnist", "method": "DP-GAN (large batch)", "paper_method": "DP-GAN",
+         "epsilon": "10", "ours": 0.6, "profile": "paper", "variant": True}])
     _save(tmp_path, "tab:visual", [  # another scale still covers the cell
         {"dataset": "mnist", "method": "DataLens", "epsilon": "1", "ours": 3.8, "paper": 4.37,
          "profile": "paper", "comparable": False}])

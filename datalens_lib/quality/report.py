@@ -25,13 +25,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..results import RESULTS_DIR
+from ..results import RESULTS_DIR, recorded_run_profile, setting_label
 from ..samples import load_samples, sha256_file
 from .classifier import SCORES_VERSION, load_domain_classifier, score_images
 
-#: our registry keys -> the paper's method names
-PAPER_NAMES = {"datalens": "DataLens", "dcgan": "DC-GAN", "gpate": "G-PATE", "dpgan": "DP-GAN",
-               "pategan": "PATE-GAN", "gswgan": "GS-WGAN"}
 METRICS = {"is": "inception_score", "fid": "fid"}
 
 
@@ -42,9 +39,8 @@ def published_runs(root: Path | None = None) -> list[dict[str, Any]]:
     DP-GAN's small-batch ``cpu`` runs) is at the ``paper`` profile (``recorded_profile`` keeps
     its own; its samples do not depend on the evaluation), and a run of a ``-large`` config
     (DPImageBench's large-batch DP-GAN) is a variant, "DP-GAN (large batch)", whose
-    ``paper_method`` names the paper's cell it stands beside."""
-    from ..config import trains_paper_setting
-
+    ``paper_method`` names the paper's cell it stands beside (:func:`results.setting_label`,
+    :func:`results.recorded_run_profile`)."""
     out = []
     for run_json in sorted((root or RESULTS_DIR).glob("*/*/*/run.json")):
         rec = json.loads(run_json.read_text())
@@ -52,15 +48,13 @@ def published_runs(root: Path | None = None) -> list[dict[str, Any]]:
         if not pub or not (run_json.parent / pub["file"]).exists():
             continue
         method, config = run_json.parents[2].name, run_json.parents[1].name
-        name, large = PAPER_NAMES.get(method, method), config.endswith("-large")
+        label, name, large = setting_label(method, config)
         eps = rec.get("target_epsilon", rec["config"].get("epsilon"))
-        paper_training = trains_paper_setting(config, rec["profile"], method,
-                                              recorded=rec["config"])
-        out.append({"method": name + (" (large batch)" if large else ""), "paper_method": name,
+        out.append({"method": label, "paper_method": name,
                     "variant": large, "dataset": rec["config"]["dataset"],
                     "epsilon": "inf" if eps is None else f"{eps:g}",
                     "config": config, "folder": run_json.parent.name,
-                    "profile": "paper" if paper_training else rec["profile"],
+                    "profile": recorded_run_profile(method, config, rec),
                     "recorded_profile": rec["profile"], "path": run_json.parent / pub["file"],
                     "published": pub, "git_sha": rec.get("git_sha")})
     return out
