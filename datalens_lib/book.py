@@ -1042,8 +1042,9 @@ def measured_cost(method: str, config: str, root: Path | None = None) -> str:
                               + (f", {threads} thread{'s' * (threads != 1)}" if threads else ""))
     return (f"{s['train_seconds'] / 3600:.2f} h training ({s['steps']} steps) at the "
             f"{s['profile']} profile"
-            + (" (the paper's training, a shorter evaluation)" if s.get("paper_training")
-               and s["profile"] != "paper" else "") + f" on {where}{other}")
+            + (" (the paper's training, a shorter evaluation)"
+               if shown_profile_of(s["profile"], bool(s.get("paper_training"))) != s["profile"]
+               else "") + f" on {where}{other}")
 
 
 def stopping_rule_table(root: Path | None = None) -> pd.DataFrame:
@@ -1287,7 +1288,6 @@ def lowdp_methods_table(root: Path | None = None) -> pd.DataFrame:
     run of the ε = 1 config: the same number of steps) and ``paper_command``. DP-GAN's
     large-batch setting (``<dataset>-eps1-large``, DPImageBench's) has rows of its own,
     "DP-GAN (large batch)", as in T1: a variant, never compared with the paper's number."""
-
     paper = paper_table("tab_lowdp.csv")
     snaps = snapshot_table(root)
     # (method, dataset, budget) -> the committed eps = 1 runs that took that exact snapshot,

@@ -58,12 +58,12 @@ def shown_profile_of(profile: str, paper_training: bool) -> str:
     return "paper" if paper_training else profile
 
 
-def recorded_run_profile(method: str, config: str, rec: dict[str, Any],
-                         overrides: dict[str, Any] | None = None) -> str:
+def recorded_run_profile(method: str, config: str, rec: dict[str, Any]) -> str:
     """:func:`shown_profile_of` a committed run of ``method`` and ``config`` from its record
-    ``rec`` (``run.json``; ``overrides`` as for :func:`config.trains_paper_setting`)."""
+    ``rec`` (``run.json``): whether it trains the config's paper setting is
+    :func:`config.trains_paper_setting` of its recorded config."""
     return shown_profile_of(rec["profile"], trains_paper_setting(
-        config, rec["profile"], method, recorded=rec["config"], overrides=overrides))
+        config, rec["profile"], method, recorded=rec["config"]))
 
 
 def run_family(profile: str | None, moment_dtype: str | None) -> str:

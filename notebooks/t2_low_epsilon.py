@@ -108,7 +108,7 @@ snaps = book.snapshot_table()
 if len(snaps):
     # ledgers: ε spent at the snapshot under each ledger (the run's DP guarantee: the table
     # of every method below)
-    display(snaps.drop(columns=["dp_guarantee"]).round(4))
+    display(snaps.drop(columns=["dp_guarantee", "paper_method"]).round(4))
     reruns = snaps[snaps["rerun"].notna()]
     if len(reruns):
         same = reruns["rerun"].eq("identical")

@@ -422,6 +422,18 @@ def test_published_runs_are_labelled_as_the_utility_tables_label_them(tmp_path, 
     assert fid["DP-GAN"]["paper"] == fid["DP-GAN (large batch)"]["paper"] == 470.2
     assert fid["DP-GAN"]["profile"] == "paper" and not fid["DP-GAN"]["variant"]
     assert fid["DP-GAN (large batch)"]["variant"] is True
+    assert fid["DP-GAN (large batch)"]["paper_method"] == "DP-GAN"
+    # a paper-profile large-batch run's rows, stored alone as T3 stores them, make the
+    # paper's DP-GAN cell "only a variant ran" on the status page (its paper_method)
+    from datalens_lib import status, store
+
+    big = report.score_rows([{**large, "profile": "paper"}], paper)
+    store.save_result("tab:full_image", {"p": 1}, [r for r in big if r["metric"] == "fid"],
+                      profile="paper", root=tmp_path / "store")
+    m = status.missing_cells(root=tmp_path / "store")
+    m = m[(m.artifact == "tab:full_image") & (m.dataset == "mnist") & (m.method == "DP-GAN")
+          & (m.epsilon.astype(str) == "1")]
+    assert list(m.why) == ["only a variant of the paper's setting ran at paper scale"]
     shown = report.choose_per_cell(rows)  # two cells: the variant never stands for DP-GAN
     assert sorted(r["method"] for r in shown if r["metric"] == "fid") == [
         "DP-GAN", "DP-GAN (large batch)"]

@@ -523,7 +523,10 @@ def test_missing_cells_list_the_papers_cells_without_ours_and_say_why(tmp_path):
         {"dataset": "mnist", "method": "DP-GAN (large batch)", "paper_method": "DP-GAN",
          "epsilon": "10", "ours": 0.6, "profile": "cpu", "variant": True},  # not "ran"
         {"dataset": "fashion-mnist", "method": "DP-GAN (large batch)", "paper_method": "DP-GAN",
-         "epsilon": "10", "ours": 0.6, "profile": "paper", "variant": True}])
+         "epsilon": "10", "ours": 0.6, "profile": "paper", "variant": True},
+        # a partly empty paper_method column (NaN, stored as null): the row's own method
+        {"dataset": "fashion-mnist", "method": "G-PATE", "paper_method": math.nan,
+         "epsilon": "10", "ours": 0.4, "profile": "paper", "variant": True}])
     _save(tmp_path, "tab:visual", [  # another scale still covers the cell
         {"dataset": "mnist", "method": "DataLens", "epsilon": "1", "ours": 3.8, "paper": 4.37,
          "profile": "paper", "comparable": False}])
@@ -549,6 +552,8 @@ def test_missing_cells_list_the_papers_cells_without_ours_and_say_why(tmp_path):
     assert why[("tab:image", "fashion-mnist", "DP-GAN", "10", "")] == \
         "only a variant of the paper's setting ran at paper scale"  # "(large batch)"
     assert why[("tab:image", "mnist", "DP-GAN", "10", "")] == "not run at paper scale yet"
+    assert why[("tab:image", "fashion-mnist", "G-PATE", "10", "")] == \
+        "only a variant of the paper's setting ran at paper scale"
     assert set(why) <= {w for w in why if w.startswith(status.MISSING_REASONS)}
     note = key["note"]
     assert note[("tab:image", "mnist", "DataLens", "10", "")] == "queued <here>"

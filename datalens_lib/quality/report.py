@@ -120,11 +120,12 @@ def score_rows(entries: list[dict[str, Any]], paper: pd.DataFrame) -> list[dict[
             x, y = (e["x"], e["y"]) if "x" in e else load_samples(e["path"])
             s = score_images(x, y, e["dataset"])
         for key, metric in METRICS.items():
+            paper_method = e.get("paper_method", e["method"])
             rows.append({"dataset": e["dataset"], "method": e["method"],
+                         "paper_method": paper_method,
                          "epsilon": e["epsilon"], "metric": metric, "ours": s[key],
-                         "paper": _paper(paper, e["dataset"], e.get("paper_method",
-                                                                    e["method"]),
-                                         e["epsilon"], metric),
+                         "paper": _paper(paper, e["dataset"], paper_method, e["epsilon"],
+                                         metric),
                          "profile": e["profile"], "variant": bool(e.get("variant")),
                          "comparable": False,
                          "source": e["source"] if "source" in e
