@@ -51,8 +51,9 @@ with store.Timer() as timer:
             # (the same run up to that step: below)
             shown = book.best_of(mine, book.committed_match(config, {"epsilon": eps})
                                  or book.committed_snapshot(config, eps))
-            rows.append({"dataset": ds, "epsilon": eps, "profile": shown["profile"],
-                         "family": shown["family"], "eval_epochs": shown.get("eval_epochs"),
+            prof, fam = book.shown_profile(shown)  # a paper-setting run is paper scale
+            rows.append({"dataset": ds, "epsilon": eps, "profile": prof,
+                         "family": fam, "eval_epochs": shown.get("eval_epochs"),
                          "ours": shown["acc_paper"], "ours_clean": shown["acc_clean"],
                          "steps": shown["steps"], "steps_at_this_profile": mine["steps"],
                          "epsilon_spent": shown["epsilon_spent"]["paper"]})

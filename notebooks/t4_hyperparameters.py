@@ -62,9 +62,10 @@ with store.Timer() as timer:
                 mine = book.run_datalens(config, profile, seed=seed, overrides=over,
                                          device=device)
                 shown = book.best_of(mine, book.committed_match(config, {name: v}, cpu_family=True))
+                prof, fam = book.shown_profile(shown)  # a paper-setting run is paper scale
                 rows.append({"dataset": ds, "hyperparameter": name, "value": v,
                              "parameter": f"{name}={v:g}",  # as the paper CSV writes it
-                             "profile": shown["profile"], "family": shown["family"],
+                             "profile": prof, "family": fam,
                              "eval_epochs": shown.get("eval_epochs"), "ours": shown["acc_paper"],
                              "ours_clean": shown["acc_clean"], "steps": shown["steps"]})
 paper = book.paper_table("tab_hyperparam.csv")[["dataset", "parameter", "value"]]

@@ -63,8 +63,9 @@ with store.Timer() as timer:
                              "steps_at_this_profile": 0,
                              "status": "the budget allows no step at this profile"})
                 continue
-            rows.append({"dataset": ds, "parameter": label, "profile": shown["profile"],
-                         "family": shown["family"], "eval_epochs": shown.get("eval_epochs"),
+            prof, fam = book.shown_profile(shown)  # a paper-setting run is paper scale
+            rows.append({"dataset": ds, "parameter": label, "profile": prof,
+                         "family": fam, "eval_epochs": shown.get("eval_epochs"),
                          "ours": shown["acc_paper"], "ours_clean": shown["acc_clean"],
                          "steps": shown["steps"],
                          "steps_at_this_profile": mine["steps"] if mine else 0, "status": "ok"})
