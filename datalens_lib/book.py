@@ -1508,6 +1508,28 @@ def run_matches(summary: dict[str, Any], method: str, overrides: dict[str, Any])
 
 #: ``tab:compression``'s method names for our aggregators (variants the paper did not run: none)
 PAPER_COMPRESSOR = {"topagg": "TopAgg", "d2pfed-coded": "D2P-Fed", "fetchsgd-coded": "FetchSGD"}
+#: our aggregators that are variants of a compressor of ``tab:compression``, and the name the
+#: tables give their cells: D2P-Fed as the paper's appendix describes it (random rotation,
+#: unbiased k-level quantiser) and FetchSGD with a sound sensitivity (the sketch noised)
+COMPRESSOR_VARIANTS = {"d2pfed-paper": ("D2P-Fed (as the paper describes it)", "D2P-Fed"),
+                       "fetchsgd-sound": ("FetchSGD (sound sensitivity)", "FetchSGD")}
+
+
+def compressor_label(aggregator: str) -> tuple[str, str | None, bool]:
+    """How the tables name a cell of ``aggregator`` (a name of ``aggregation.AGGREGATORS``):
+    ``(label, paper_method, variant)``, as :func:`results.setting_label` does for the
+    generators. The aggregators the official code runs (:data:`PAPER_COMPRESSOR`) are the
+    paper's cells; the others (:data:`COMPRESSOR_VARIANTS`) are variants of one, each a cell of
+    its own (a label of its own, so that the status page lists it) that is never compared
+    with the paper's number."""
+    from .aggregation import AGGREGATORS
+
+    if aggregator in PAPER_COMPRESSOR:
+        return PAPER_COMPRESSOR[aggregator], PAPER_COMPRESSOR[aggregator], False
+    if aggregator in COMPRESSOR_VARIANTS:
+        label, paper_method = COMPRESSOR_VARIANTS[aggregator]
+        return label, paper_method, True
+    raise ValueError(f"unknown aggregator {aggregator!r}; expected one of {AGGREGATORS}")
 
 
 def compression_ledgers(config: str, profile: str = "paper") -> pd.DataFrame:

@@ -92,8 +92,9 @@ with store.Timer() as timer:
         config = f"{ds}-eps1"
         need = book.data_status(ds)
         for name in AGGREGATORS:
-            row = {"dataset": ds, "aggregator": name,
-                   "method": book.PAPER_COMPRESSOR.get(name, "-")}
+            label, paper_method, variant = book.compressor_label(name)
+            row = {"dataset": ds, "aggregator": name, "method": label,
+                   "paper_method": paper_method, "variant": variant}
             if need or config not in book.available_configs():
                 rows.append({**row, "profile": "-", "ours": None, "ours_clean": None,
                              "steps": None, "status": need or "no official configuration"})

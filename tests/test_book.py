@@ -229,6 +229,26 @@ def test_compression_table_is_transcribed_cell_by_cell():
     assert len(rows) == len(got) == len(want) == 12 and got == want
 
 
+def test_every_aggregator_is_a_cell_of_its_own_in_the_compression_table():
+    """book.compressor_label: the aggregators the official code runs carry the paper's method
+    names of tab:compression (so the paper's numbers join them); the variants carry labels of
+    their own, name the paper cell they vary and are marked as variants, so that no two
+    aggregators share a cell of the status page (two unlabelled variants once did, and one of
+    them dropped out of its cell list)."""
+    from datalens_lib.aggregation import AGGREGATORS
+
+    labels = {a: book.compressor_label(a) for a in AGGREGATORS}
+    assert len({label for label, _, _ in labels.values()}) == len(AGGREGATORS)
+    paper = {r["method"] for r in paper_values("tab_visual_compression.csv")
+             if r["artifact"] == "tab:compression"}
+    for a, (label, paper_method, variant) in labels.items():
+        assert paper_method in paper, a
+        assert variant == (label not in paper) == (a not in book.PAPER_COMPRESSOR), a
+    assert labels["fetchsgd-sound"][1] == "FetchSGD" and labels["d2pfed-paper"][1] == "D2P-Fed"
+    with pytest.raises(ValueError, match="unknown aggregator"):
+        book.compressor_label("topk")
+
+
 def test_dpsgd_tables_are_transcribed_cell_by_cell():
     """tab:dpsgd (MNIST and CIFAR-10) and tab:dpsgd-ablation: each eps row (a row may span
     several source lines), each column in the paper's order, mean and standard deviation."""

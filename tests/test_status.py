@@ -409,9 +409,14 @@ def test_cell_table_lists_every_paper_scale_cell_and_says_why_one_is_not_compare
          "profile": "paper", "family": "gpu", "comparable": False},
         {"dataset": "mnist", "epsilon": "inf", "method": "real <data> & co", "ours": 9.7,
          "paper": 9.86, "profile": "paper", "family": "gpu", "comparable": False}])
+    # T5's variants of the paper's compressors (book.compressor_label): each its own cell
     _save(tmp_path, "tab:compression", [
-        {"dataset": "mnist", "method": "-", "aggregator": "d2pfed-paper", "ours": 0.15,
-         "paper": None, "profile": "paper", "family": "gpu", "eval_epochs": 30}])
+        {"dataset": "mnist", "method": "D2P-Fed (as the paper describes it)",
+         "paper_method": "D2P-Fed", "variant": True, "aggregator": "d2pfed-paper",
+         "ours": 0.15, "paper": None, "profile": "paper", "family": "gpu", "eval_epochs": 30},
+        {"dataset": "mnist", "method": "FetchSGD (sound sensitivity)",
+         "paper_method": "FetchSGD", "variant": True, "aggregator": "fetchsgd-sound",
+         "ours": 0.13, "paper": None, "profile": "paper", "family": "gpu", "eval_epochs": 30}])
     _save(tmp_path, "tab:dpsgd-mnist", [
         {"dataset": "mnist", "method": "GM-DP", "epsilon": 0.05, "parameter": "", "ours": 77.9,
          "paper": 78.4, "profile": "paper", "family": "gpu"}])
@@ -419,7 +424,9 @@ def test_cell_table_lists_every_paper_scale_cell_and_says_why_one_is_not_compare
     assert list(t.columns) == list(status.CELL_COLUMNS)
     order = [a.artifact for a in status.artifacts()]
     assert list(t.artifact) == sorted(t.artifact, key=order.index)  # the paper's order
-    assert len(t) == 11 and "smoke" not in set(t.family) and (t.family != "-").all()
+    assert len(t) == 12 and "smoke" not in set(t.family) and (t.family != "-").all()
+    assert set(t[t.artifact == "tab:compression"].method) == {
+        "D2P-Fed (as the paper describes it)", "FetchSGD (sound sensitivity)"}
     by = {(r["artifact"], r["dataset"], r["parameter"]): r for r in t.to_dict("records")}
     assert by[("tab:image", "mnist", "")]["epsilon"] == "1"
     assert by[("tab:hyperparam", "mnist", "k=300")]["epsilon"] == "1"  # the table's budget
@@ -439,8 +446,8 @@ def test_cell_table_lists_every_paper_scale_cell_and_says_why_one_is_not_compare
     assert rest[("tab:hyperparam", "beta=0.1")].startswith("5-epoch evaluation")  # "5" too
     assert rest[("tab:hyperparam", "beta=0")] == "a variant of the paper's setting"
     assert rest[("tab:visual", "")].str.startswith("another scale").all()
-    assert rest[("tab:compression", "")] == "the paper has no number for this cell"
-    assert math.isnan(t.set_index("artifact").loc["tab:compression", "paper"])
+    assert (rest[("tab:compression", "")] == "the paper has no number for this cell").all()
+    assert t.set_index("artifact").loc["tab:compression", "paper"].isna().all()
     # the reasons agree with the status page's own count of compared cells
     for art in status.artifacts():
         if art.metric:
@@ -452,7 +459,7 @@ def test_cell_table_lists_every_paper_scale_cell_and_says_why_one_is_not_compare
     where = [html.index(f"<code>{a}</code>") for a in dict.fromkeys(t.artifact)]
     assert where == sorted(where)  # blocks in the paper's order, not alphabetical
     assert "<code>tab:hyperparam</code></a>: 6 cell(s) with a paper number; 2 compared" in html
-    assert "<code>tab:compression</code></a>: 0 cell(s) with a paper number, 1 without; 0 " \
+    assert "<code>tab:compression</code></a>: 0 cell(s) with a paper number, 2 without; 0 " \
         "compared" in html
     n = "<td class='n'>"
     assert f"{n}0.7123</td>{n}0.68</td>{n}-0.0323</td>" in html  # paper, ours, signed diff
