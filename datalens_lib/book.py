@@ -458,9 +458,10 @@ def seed_spread(root: Path | None = None) -> pd.DataFrame:
     """Training-seed spread of the committed paper-setting DataLens cells, per family of runs
     evaluated alike: ``gpu`` (folders ``paper``, ``paper-seed<S>``; 600-epoch evaluations)
     and ``cpu`` (``paper-cpu-fast``, ``paper-cpu-seed<S>``; the CPU queue's settings and
-    30-epoch evaluations). Mean, standard deviation and max of the paper-protocol accuracy,
-    beside the paper's single number, and whether that number is one our setting's runs
-    produce (:func:`one_run_interval`): ``interval_low`` / ``interval_high``, the two-sided
+    30-epoch evaluations). Mean, standard deviation and max of the paper-protocol accuracy
+    (``eval_epochs``: the shortest of the seeds' evaluations), beside the paper's single
+    number, and whether that number is one our setting's runs produce
+    (:func:`one_run_interval`): ``interval_low`` / ``interval_high``, the two-sided
     :data:`NOISE_LEVEL` prediction interval for one more training seed, and ``paper_inside``
     (None with fewer than two seeds or no paper number). A paper number above the interval is
     not explained by the training seed alone (issue 12, item 1).
@@ -484,16 +485,19 @@ def seed_spread(root: Path | None = None) -> pd.DataFrame:
         fam = seed_folder_family(s["run_dir"])
         if fam is not None and s.get("acc_paper") is not None:
             rows.append({"config": s["config"], "family": fam, "dataset": s["dataset"],
-                         "epsilon": s["epsilon"], "seed": s["seed"], "ours": s["acc_paper"]})
-    cols = ["config", "family", "seeds", "mean", "sd", "max", "paper", "interval_low",
+                         "epsilon": s["epsilon"], "seed": s["seed"], "ours": s["acc_paper"],
+                         "eval_epochs": s.get("eval_epochs")})
+    cols = ["config", "family", "seeds", "mean", "sd", "max", "eval_epochs", "paper",
+            "interval_low",
             "interval_high", "paper_inside", "search", "paper_search_mean", "paper_search_max",
             "paper_search_rho", "paper_search_p", "expected_best", "expected_best_low",
             "expected_best_high"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
-    out = df.groupby(["config", "family", "dataset", "epsilon"])["ours"].agg(
-        seeds="count", mean="mean", sd="std", max="max").reset_index()
+    out = df.groupby(["config", "family", "dataset", "epsilon"]).agg(
+        seeds=("ours", "count"), mean=("ours", "mean"), sd=("ours", "std"),
+        max=("ours", "max"), eval_epochs=("eval_epochs", "min")).reset_index()
     paper = paper_table("tab_image.csv", "DataLens")
     out["paper"] = [next((float(p.value) for p in paper.itertuples()
                           if p.dataset == r.dataset and float(p.epsilon) == float(r.epsilon)),
@@ -731,6 +735,30 @@ def _beta_clause(trend: pd.DataFrame | None) -> str:
                      f"paper's): {what}")
     return ("β's effect, ours beside the paper's (`book.beta_gap_trend`): " + "; ".join(parts)
             + ". ") if parts else ""
+
+
+def seed_cells(spread: pd.DataFrame | None = None, families: tuple[str, ...] = ("cpu",),
+               root: Path | None = None) -> list[dict[str, Any]]:
+    """The ``tab:image`` cells of the run ``families`` that T1's main table does not show
+    (it shows the largest run of each cell, the float32 ``gpu`` family's): one row per cell
+    and family of :func:`seed_spread` (computed from ``root`` unless ``spread`` is given),
+    ``ours`` the mean over its training seeds (``seeds``; ``ours_sd``, ``ours_max``), in the
+    rows' format of the status page's cell list (``status.cell_table``), where a CPU-family
+    cell is compared within its family only (``results.why_not_compared``). T1 stores them
+    as ``tab:image (training seeds)``."""
+    spread = seed_spread(root) if spread is None else spread
+    rows = []
+    for r in spread.itertuples():
+        if r.family not in families:
+            continue
+        rows.append({"method": "DataLens", "dataset": r.dataset, "epsilon": f"{float(r.epsilon):g}",
+                     "profile": "paper", "family": r.family, "config": r.config,
+                     "seeds": int(r.seeds), "ours": float(r.mean),
+                     "ours_sd": None if pd.isna(r.sd) else float(r.sd),
+                     "ours_max": float(r.max),
+                     "eval_epochs": None if pd.isna(r.eval_epochs) else int(r.eval_epochs),
+                     "paper": None if r.paper is None or pd.isna(r.paper) else float(r.paper)})
+    return rows
 
 
 def one_run_interval(mean: float, sd: float | None, n: int) -> tuple[float, float] | None:

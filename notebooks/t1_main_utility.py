@@ -221,6 +221,10 @@ for ds in datasets:
 # %%
 spread = book.seed_spread()
 display(spread.round(4))
+# the CPU family's cells (mean over its training seeds) beside the paper's, for the status
+# page's cell list (`datalens results --cells`), which the table at the top does not feed
+store.save_result("tab:image (training seeds)", {"profile": profile},
+                  book.seed_cells(spread), profile=profile, seed=seed)
 eval_spread = book.eval_seed_spread()
 display(eval_spread.round(4))
 betas = book.beta_gap()

@@ -946,6 +946,12 @@ def test_seed_spread_says_whether_one_run_of_ours_reaches_the_paper(tmp_path):
     assert cpu()["interval_low"] == pytest.approx(0.62 - 4.3027 * 0.02 * (4 / 3) ** 0.5,
                                                   abs=1e-4)
     assert cpu()["paper_inside"] is True
+    # T1 stores these cells for the status page: the seeds' mean beside the paper's number
+    (cell,) = book.seed_cells(root=tmp_path)
+    assert cell["ours"] == pytest.approx(0.62) and cell["ours_sd"] == pytest.approx(0.02)
+    assert (cell["seeds"], cell["family"], cell["epsilon"], cell["eval_epochs"],
+            cell["paper"], cell["ours_max"]) == (3, "cpu", "1", 30, 0.7123, 0.64)
+    assert book.seed_cells(root=tmp_path, families=("gpu",)) == []
     for s, acc in ((3, 0.61), (4, 0.63), (5, 0.62)):  # six seeds, sd 0.0141: up to 0.6593
         d = tmp_path / "datalens" / "mnist-eps1" / f"paper-cpu-seed{s}"
         d.mkdir(parents=True)

@@ -404,6 +404,11 @@ def test_cell_table_lists_every_paper_scale_cell_and_says_why_one_is_not_compare
     _save(tmp_path, "tab:image", [
         {"dataset": "mnist", "epsilon": 1.0, "ours": 0.70, "paper": 0.7123, "profile": "paper",
          "family": "gpu", "eval_epochs": 600.0}])
+    # T1's CPU-family cell, the mean over training seeds (book.seed_cells), beside the GPU one
+    _save(tmp_path, "tab:image (training seeds)", [
+        {"method": "DataLens", "dataset": "mnist", "epsilon": "1", "profile": "paper",
+         "family": "cpu", "config": "mnist-eps1", "seeds": 3, "ours": 0.66, "ours_sd": 0.04,
+         "ours_max": 0.71, "eval_epochs": 30, "paper": 0.7123}])
     _save(tmp_path, "tab:visual", [
         {"dataset": "mnist", "epsilon": "1", "method": "DataLens", "ours": 3.8, "paper": 4.37,
          "profile": "paper", "family": "gpu", "comparable": False},
@@ -424,10 +429,14 @@ def test_cell_table_lists_every_paper_scale_cell_and_says_why_one_is_not_compare
     assert list(t.columns) == list(status.CELL_COLUMNS)
     order = [a.artifact for a in status.artifacts()]
     assert list(t.artifact) == sorted(t.artifact, key=order.index)  # the paper's order
-    assert len(t) == 12 and "smoke" not in set(t.family) and (t.family != "-").all()
+    assert len(t) == 13 and "smoke" not in set(t.family) and (t.family != "-").all()
+    image = t[t.artifact == "tab:image"].set_index("family")
+    assert image.loc["cpu", "ours"] == 0.66 and image.loc["gpu", "ours"] == 0.70
+    assert image.loc["cpu", "not compared because"].startswith("CPU family")
     assert set(t[t.artifact == "tab:compression"].method) == {
         "D2P-Fed (as the paper describes it)", "FetchSGD (sound sensitivity)"}
-    by = {(r["artifact"], r["dataset"], r["parameter"]): r for r in t.to_dict("records")}
+    by = {(r["artifact"], r["dataset"], r["parameter"]): r for r in t.to_dict("records")
+          if r["family"] != "cpu" or r["artifact"] != "tab:image"}  # the GPU cell of tab:image
     assert by[("tab:image", "mnist", "")]["epsilon"] == "1"
     assert by[("tab:hyperparam", "mnist", "k=300")]["epsilon"] == "1"  # the table's budget
     assert by[("tab:compression", "mnist", "")]["epsilon"] == "1"
