@@ -737,19 +737,21 @@ def _beta_clause(trend: pd.DataFrame | None) -> str:
             + ". ") if parts else ""
 
 
-def seed_cells(spread: pd.DataFrame | None = None, families: tuple[str, ...] = ("cpu",),
+def seed_cells(spread: pd.DataFrame | None = None,
                root: Path | None = None) -> list[dict[str, Any]]:
-    """The ``tab:image`` cells of the run ``families`` that T1's main table does not show
-    (it shows the largest run of each cell, the float32 ``gpu`` family's): one row per cell
-    and family of :func:`seed_spread` (computed from ``root`` unless ``spread`` is given),
-    ``ours`` the mean over its training seeds (``seeds``; ``ours_sd``, ``ours_max``), in the
-    rows' format of the status page's cell list (``status.cell_table``), where a CPU-family
-    cell is compared within its family only (``results.why_not_compared``). T1 stores them
-    as ``tab:image (training seeds)``."""
+    """The CPU family's ``tab:image`` cells, which T1's main table does not show (it shows the
+    largest run of each cell, the float32 ``gpu`` family's, and only those are compared with
+    the paper): one row per CPU cell of :func:`seed_spread` (computed from ``root`` unless
+    ``spread`` is given), ``ours`` the mean over its training seeds (``seeds``; ``ours_sd``,
+    ``ours_max``), in the rows' format of the status page's cell list
+    (``status.cell_table``), where a CPU-family cell is compared within its family only
+    (``results.why_not_compared``). The ``gpu`` family is left out on purpose: its seeds'
+    mean would be a second compared row of a cell the main table already compares. T1 stores
+    these as ``tab:image (training seeds)``."""
     spread = seed_spread(root) if spread is None else spread
     rows = []
     for r in spread.itertuples():
-        if r.family not in families:
+        if r.family != "cpu":
             continue
         rows.append({"method": "DataLens", "dataset": r.dataset, "epsilon": f"{float(r.epsilon):g}",
                      "profile": "paper", "family": r.family, "config": r.config,
@@ -1534,7 +1536,8 @@ def run_matches(summary: dict[str, Any], method: str, overrides: dict[str, Any])
     return all(have.get(k) == v for k, v in want.items() if k not in NON_TRAINING_KEYS)
 
 
-#: ``tab:compression``'s method names for our aggregators (variants the paper did not run: none)
+#: ``tab:compression``'s method names for the aggregators the official code runs (the variants
+#: the paper did not run: :data:`COMPRESSOR_VARIANTS`)
 PAPER_COMPRESSOR = {"topagg": "TopAgg", "d2pfed-coded": "D2P-Fed", "fetchsgd-coded": "FetchSGD"}
 #: our aggregators that are variants of a compressor of ``tab:compression``, and the name the
 #: tables give their cells: D2P-Fed as the paper's appendix describes it (random rotation,
@@ -1543,7 +1546,7 @@ COMPRESSOR_VARIANTS = {"d2pfed-paper": ("D2P-Fed (as the paper describes it)", "
                        "fetchsgd-sound": ("FetchSGD (sound sensitivity)", "FetchSGD")}
 
 
-def compressor_label(aggregator: str) -> tuple[str, str | None, bool]:
+def compressor_label(aggregator: str) -> tuple[str, str, bool]:
     """How the tables name a cell of ``aggregator`` (a name of ``aggregation.AGGREGATORS``):
     ``(label, paper_method, variant)``, as :func:`results.setting_label` does for the
     generators. The aggregators the official code runs (:data:`PAPER_COMPRESSOR`) are the
@@ -1585,7 +1588,7 @@ def compression_ledgers(config: str, profile: str = "paper") -> pd.DataFrame:
             acc = compressor_accountant(cfg, d)
             acc.add_queries(steps * batch)
         sound_eps, charged_ok = acc.epsilon("rdp"), agg.charge_is_sound(d, cfg.teachers)
-        rows.append({"aggregator": name, "paper_method": PAPER_COMPRESSOR.get(name),
+        rows.append({"aggregator": name, "paper_method": compressor_label(name)[1],
                      "sensitivity": agg.sensitivity(d, cfg.teachers),
                      "charged_sensitivity": agg.charged_sensitivity(d, cfg.teachers),
                      "noise_multiplier": agg.noise_multiplier(d, cfg.teachers),

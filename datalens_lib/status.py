@@ -265,7 +265,8 @@ def _covered_keys(ours: list[dict[str, Any]], paper: pd.DataFrame) -> set[Key]:
 def _variant_key(c: dict[str, Any], epsilon: str) -> Key:
     """The paper cell a variant row of ours is a variant of: its ``paper_method`` where given
     (the tables' rows of DP-GAN's large-batch setting, "DP-GAN (large batch)", carry it:
-    :func:`results.setting_label`), else its own method's."""
+    :func:`results.setting_label`, as do T5's variants of the paper's compressors:
+    :func:`book.compressor_label`), else its own method's."""
     method = c.get("paper_method") or _text(c.get("method"))
     return _cell_key({**c, "method": method}, epsilon)
 

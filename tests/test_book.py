@@ -951,7 +951,13 @@ def test_seed_spread_says_whether_one_run_of_ours_reaches_the_paper(tmp_path):
     assert cell["ours"] == pytest.approx(0.62) and cell["ours_sd"] == pytest.approx(0.02)
     assert (cell["seeds"], cell["family"], cell["epsilon"], cell["eval_epochs"],
             cell["paper"], cell["ours_max"]) == (3, "cpu", "1", 30, 0.7123, 0.64)
-    assert book.seed_cells(root=tmp_path, families=("gpu",)) == []
+    gpu = tmp_path / "datalens" / "mnist-eps1" / "paper"  # a float32 cell: T1 compares it
+    gpu.mkdir(parents=True)
+    (gpu / "run.json").write_text(json.dumps(rec))
+    (gpu / "eval-600ep.json").write_text(json.dumps({"epochs": 600, "paper": 0.7, "clean": 0.7}))
+    assert set(book.seed_spread(tmp_path)["family"]) == {"cpu", "gpu"}
+    assert [c["family"] for c in book.seed_cells(root=tmp_path)] == ["cpu"]
+    shutil.rmtree(gpu)
     for s, acc in ((3, 0.61), (4, 0.63), (5, 0.62)):  # six seeds, sd 0.0141: up to 0.6593
         d = tmp_path / "datalens" / "mnist-eps1" / f"paper-cpu-seed{s}"
         d.mkdir(parents=True)

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from conftest import SHARED
 
-from datalens_lib import status, store
+from datalens_lib import book, status, store
+from datalens_lib.aggregation import AGGREGATORS
 from datalens_lib.results import PAPER_DIR
 
 PAPER_TEX = SHARED.parent / "paper" / "000_9b649959b7e50e15.txt"
@@ -414,14 +415,14 @@ def test_cell_table_lists_every_paper_scale_cell_and_says_why_one_is_not_compare
          "profile": "paper", "family": "gpu", "comparable": False},
         {"dataset": "mnist", "epsilon": "inf", "method": "real <data> & co", "ours": 9.7,
          "paper": 9.86, "profile": "paper", "family": "gpu", "comparable": False}])
-    # T5's variants of the paper's compressors (book.compressor_label): each its own cell
+    # T5's variants of the paper's compressors, labelled as T5 labels them
+    # (book.compressor_label): each a cell of its own
+    variants = {a: book.compressor_label(a) for a in AGGREGATORS}
+    variants = {a: v for a, v in variants.items() if v[2]}
     _save(tmp_path, "tab:compression", [
-        {"dataset": "mnist", "method": "D2P-Fed (as the paper describes it)",
-         "paper_method": "D2P-Fed", "variant": True, "aggregator": "d2pfed-paper",
-         "ours": 0.15, "paper": None, "profile": "paper", "family": "gpu", "eval_epochs": 30},
-        {"dataset": "mnist", "method": "FetchSGD (sound sensitivity)",
-         "paper_method": "FetchSGD", "variant": True, "aggregator": "fetchsgd-sound",
-         "ours": 0.13, "paper": None, "profile": "paper", "family": "gpu", "eval_epochs": 30}])
+        {"dataset": "mnist", "method": label, "paper_method": paper_method, "variant": True,
+         "aggregator": a, "ours": 0.15, "paper": None, "profile": "paper", "family": "gpu",
+         "eval_epochs": 30} for a, (label, paper_method, _) in variants.items()])
     _save(tmp_path, "tab:dpsgd-mnist", [
         {"dataset": "mnist", "method": "GM-DP", "epsilon": 0.05, "parameter": "", "ours": 77.9,
          "paper": 78.4, "profile": "paper", "family": "gpu"}])
@@ -429,12 +430,14 @@ def test_cell_table_lists_every_paper_scale_cell_and_says_why_one_is_not_compare
     assert list(t.columns) == list(status.CELL_COLUMNS)
     order = [a.artifact for a in status.artifacts()]
     assert list(t.artifact) == sorted(t.artifact, key=order.index)  # the paper's order
-    assert len(t) == 13 and "smoke" not in set(t.family) and (t.family != "-").all()
+    assert len(variants) == 2  # d2pfed-paper, fetchsgd-sound
+    assert len(t) == 11 + len(variants) and "smoke" not in set(t.family)
+    assert (t.family != "-").all()
     image = t[t.artifact == "tab:image"].set_index("family")
     assert image.loc["cpu", "ours"] == 0.66 and image.loc["gpu", "ours"] == 0.70
     assert image.loc["cpu", "not compared because"].startswith("CPU family")
-    assert set(t[t.artifact == "tab:compression"].method) == {
-        "D2P-Fed (as the paper describes it)", "FetchSGD (sound sensitivity)"}
+    assert sorted(t[t.artifact == "tab:compression"].method) == sorted(
+        label for label, _, _ in variants.values())  # one row per variant aggregator
     by = {(r["artifact"], r["dataset"], r["parameter"]): r for r in t.to_dict("records")
           if r["family"] != "cpu" or r["artifact"] != "tab:image"}  # the GPU cell of tab:image
     assert by[("tab:image", "mnist", "")]["epsilon"] == "1"
