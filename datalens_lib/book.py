@@ -1490,10 +1490,17 @@ def committed_match(config: str, overrides: dict[str, Any] | None = None,
 
 def _committed_match(config: str, overrides: dict[str, Any],
                      root: Path | None) -> dict[str, Any] | None:
-    return next((s for s in committed_runs(root)
-                 if s.get("config") == config and s["profile"] == "paper"
-                 and not is_gap_variant_folder(config, Path(s["run_dir"]).name)
-                 and run_matches(s, "datalens", overrides)), None)
+    """:func:`committed_match`'s run. Of several matches (training seeds of the setting, or a
+    seed run twice, e.g. ``paper-cpu``, seed 0 before issue 9's fast path, beside
+    ``paper-cpu-fast``), the lowest training seed, and of its runs the one in a seed folder
+    (:data:`SEED_FOLDERS`: the run the seed tables count and the grids' variants were run
+    beside), then the first in folder order."""
+    found = [s for s in committed_runs(root)
+             if s.get("config") == config and s["profile"] == "paper"
+             and not is_gap_variant_folder(config, Path(s["run_dir"]).name)
+             and run_matches(s, "datalens", overrides)]
+    return min(found, key=lambda s: (int(s.get("seed") or 0),
+                                     seed_folder_family(s["run_dir"]) is None), default=None)
 
 
 def gap_variant_folders(config: str) -> set[str]:

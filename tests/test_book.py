@@ -1002,6 +1002,28 @@ def test_committed_match_finds_the_setting_and_the_cpu_family_only_when_asked(tm
     assert book.committed_match("mnist-eps1", {"k": 250}, tmp_path, cpu_family=True) is None
 
 
+def test_committed_match_takes_the_lowest_seed_and_its_seed_folder(tmp_path):
+    """Two runs of seed 0 of the CPU setting (``paper-cpu``, before issue 9's fast path, and
+    ``paper-cpu-fast``, the seed folder the seed tables count) and seeds 1 and 2: T5's TopAgg
+    cell is seed 0's seed-folder run, the baseline its compressor runs were run beside (it
+    once showed ``paper-cpu``, first in folder order)."""
+    committed = Path(__file__).resolve().parents[1] / "data" / "results" / "datalens"
+    rec = json.loads((committed / "mnist-eps1" / "paper" / "run.json").read_text())
+    cpu = {**rec["config"], "moment_dtype": "bfloat16", "chunk": 12}
+    for folder, seed, acc in (("paper-cpu-seed2", 2, 0.65), ("paper-cpu", 0, 0.6537),
+                              ("paper-cpu-seed1", 1, 0.70), ("paper-cpu-fast", 0, 0.6377)):
+        d = tmp_path / "datalens" / "mnist-eps1" / folder
+        d.mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps({**rec, "seed": seed, "config": cpu}))
+        (d / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": acc,
+                                                      "clean": acc}))
+    hit = book.committed_match("mnist-eps1", {"moment_dtype": "bfloat16"}, tmp_path)
+    assert hit["run_dir"].endswith("paper-cpu-fast") and hit["acc_paper"] == 0.6377
+    shutil.rmtree(tmp_path / "datalens" / "mnist-eps1" / "paper-cpu-fast")
+    hit = book.committed_match("mnist-eps1", {"moment_dtype": "bfloat16"}, tmp_path)
+    assert hit["run_dir"].endswith("paper-cpu") and hit["seed"] == 0  # seed 0's other run
+
+
 def test_committed_match_never_shows_a_gap_variant_as_a_grid_cell(tmp_path):
     """The float32-moment teachers = 2000 run is T1's gap variant: T4's cell of that value
     stays the CPU family's bfloat16 run, so the grid is one family."""
