@@ -937,6 +937,31 @@ NOT_IMPLEMENTED = ("not implemented yet (PATE-GAN and GS-WGAN follow the harness
                    "baselines in an issue of their own)")
 
 
+def coupled_runs(root: Path | None = None) -> pd.DataFrame:
+    """The committed DataLens runs whose teachers share Adam state across partitions
+    (``adam_slots``, the official code's slots: T1's gap item 2), one row each: the folder,
+    seed, paper-protocol accuracy, ε under the data-independent ledgers the run stopped on
+    (``paper``, ``rdp``, ``pld``: computed at TopAgg's one-teacher sensitivity 2√k, which
+    does not hold for such a run) and under ``coupled_rdp``, the ledger at the sensitivity
+    one record really has there (up to ``adam_slots``'s teachers per slot × 2√k): the run's
+    only DP guarantee, and ``coupled_over_budget``, how many times the run's budget it is.
+    Read from the records (``epsilon['coupled_rdp']``, written by the trainer)."""
+    rows = []
+    for s in committed_runs(root, method="datalens"):
+        eps = s["epsilon_spent"] or {}
+        if "coupled_rdp" not in eps:
+            continue
+        rows.append({"config": s["config"], "folder": Path(s["run_dir"]).name,
+                     "seed": s["seed"], "ours": s.get("acc_paper"),
+                     "epsilon_paper": eps.get("paper"), "epsilon_rdp": eps.get("rdp"),
+                     "epsilon_pld": eps.get("pld"), "epsilon_coupled_rdp": eps["coupled_rdp"],
+                     "coupled_over_budget": eps["coupled_rdp"] / float(s["epsilon"]),
+                     "dp_guarantee": s["dp_guarantee"]})
+    cols = ["config", "folder", "seed", "ours", "epsilon_paper", "epsilon_rdp", "epsilon_pld",
+            "epsilon_coupled_rdp", "coupled_over_budget", "dp_guarantee"]
+    return pd.DataFrame(rows, columns=cols)
+
+
 def ledgers_text(epsilon: dict[str, float] | None) -> str:
     """ε spent under each ledger of a run or snapshot, as T1 and T2 show it ("none": a
     non-private run)."""

@@ -1024,6 +1024,26 @@ def test_committed_match_takes_the_lowest_seed_and_its_seed_folder(tmp_path):
     assert hit["run_dir"].endswith("paper-cpu") and hit["seed"] == 0  # seed 0's other run
 
 
+def test_coupled_runs_lists_the_shared_adam_runs_with_their_only_guarantee(tmp_path):
+    """T1's item 2: a run whose teachers share Adam state (official slots) carries the coupled
+    ledger, its only DP guarantee; a run with per-teacher Adam state (50 initialisations only)
+    has none and is not listed."""
+    committed = Path(__file__).resolve().parents[1] / "data" / "results" / "datalens"
+    for folder in ("paper-cpu-official-slots", "paper-cpu-init-slots"):
+        d = tmp_path / "datalens" / "mnist-eps1" / folder
+        d.mkdir(parents=True)
+        shutil.copy(committed / "mnist-eps1" / folder / "run.json", d / "run.json")
+        (d / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": 0.6,
+                                                      "clean": 0.6}))
+    t = book.coupled_runs(tmp_path)
+    assert list(t.folder) == ["paper-cpu-official-slots"]
+    r = t.iloc[0]
+    # 80 teachers per slot: the coupled ledger is far above the budget the run stopped on
+    assert r.epsilon_paper <= 1.0 < 100 < r.coupled_over_budget == r.epsilon_coupled_rdp
+    assert "coupled_rdp" in r.dp_guarantee and r.ours == 0.6
+    assert book.coupled_runs(tmp_path / "none").empty
+
+
 def test_committed_match_never_shows_a_gap_variant_as_a_grid_cell(tmp_path):
     """The float32-moment teachers = 2000 run is T1's gap variant: T4's cell of that value
     stays the CPU family's bfloat16 run, so the grid is one family."""
