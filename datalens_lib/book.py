@@ -1463,7 +1463,9 @@ def committed_snapshot(config: str, budget: float, root: Path | None = None
     """The evaluated budget snapshot of a committed DataLens run of ``config`` (the paper's
     setting, not a variant; :func:`snapshot_table`) at ``budget``, as a run summary of the
     shape :func:`committed_match` returns (``steps``: the snapshot's step): the paper profile
-    first, then the paper's float32 family, then the lowest seed. None when there is none."""
+    first, then the paper's float32 family, then a snapshot of the committed run itself (or of
+    a re-run identical to it) before one recovered from a re-run that drifted from it
+    (``rerun``: :func:`snapshot_table`), then the lowest seed. None when there is none."""
     snaps = snapshot_table(root)
     if snaps.empty:
         return None
@@ -1472,8 +1474,10 @@ def committed_snapshot(config: str, budget: float, root: Path | None = None
                  & ~snaps["variant"].astype(bool)]
     if mine.empty:
         return None
-    r = mine.assign(_small=mine["profile"] != "paper", _cpu=mine["family"] != "gpu"
-                    ).sort_values(["_small", "_cpu", "seed"]).iloc[0]
+    drift = [not (r is None or (isinstance(r, float) and math.isnan(r)) or r == "identical")
+             for r in mine["rerun"]]
+    r = mine.assign(_small=mine["profile"] != "paper", _cpu=mine["family"] != "gpu",
+                    _drift=drift).sort_values(["_small", "_cpu", "_drift", "seed"]).iloc[0]
     return {"profile": r["profile"], "family": r["family"], "eval_epochs": int(r["eval_epochs"]),
             "acc_paper": float(r["ours"]), "acc_clean": float(r["ours_clean"]),
             "steps": int(r["step"]),

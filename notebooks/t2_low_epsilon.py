@@ -24,8 +24,12 @@
 # for these budgets). At the `smoke` profile σ is rescaled so that every budget allows three
 # steps of the tiny model. Each cell shows the largest profile available: this notebook's run,
 # or a committed paper-scale one (a run with that budget, else that budget's snapshot of a
-# committed ε = 1 run: the next section). Utility uses the paper protocol (max over epochs);
-# the clean protocol is shown beside it.
+# committed ε = 1 run: the next section; of several, the float32 family's, then a snapshot the
+# committed run took itself before one recovered from a re-run that drifted from it, then the
+# lowest training seed: `book.committed_snapshot`). So one row may mix training seeds and run
+# families (the ε = 1 cell is the float32 run where there is one): the section "Every method"
+# below gives each family's mean over its seeds. Utility uses the paper protocol (max over
+# epochs); the clean protocol is shown beside it.
 
 # %% tags=["parameters"]
 profile = "smoke"

@@ -1286,7 +1286,7 @@ def test_committed_snapshot_is_the_t2_headline_cell(tmp_path):
     variant's or another config's."""
     from datalens_lib.config import load_config
 
-    def run(config, folder, acc, seed=0, profile="paper", **over):
+    def run(config, folder, acc, seed=0, profile="paper", drift=False, **over):
         d = tmp_path / "datalens" / config / folder
         d.mkdir(parents=True)
         cfg = load_config(config, profile, **over).to_dict()
@@ -1297,8 +1297,13 @@ def test_committed_snapshot_is_the_t2_headline_cell(tmp_path):
             "timings": {"train_seconds": 1.0, "seconds_per_step": 1.0},
             "snapshots": [{"budget": 0.2, "step": 3, "exact": True, "samples": "s.npz",
                            "epsilon": {"paper": 0.18}}]}))
+        # drift: the snapshot was recovered from a re-run that parted from the committed run
+        check = {"identical": False, "rows_compared": 3, "rows_needed": 3,
+                 "first_difference": {"row": 0, "field": "agreed_dims"}}
         (d / "snapshot-eps0.2-eval-30ep.json").write_text(json.dumps(
-            {"paper": acc, "clean": acc - 0.1, "epochs": 30}))
+            {"paper": acc, "clean": acc - 0.1, "epochs": 30,
+             **({"snapshot": {"budget": 0.2, "step": 3, "epsilon": {"paper": 0.18},
+                              "prefix_of": check}} if drift else {})}))
 
     run("mnist-eps1", "paper-cpu-seed1", 0.15, seed=1, moment_dtype="bfloat16")
     run("mnist-eps1", "cpu", 0.7, profile="cpu")  # a reduced profile: never the headline
@@ -1314,6 +1319,13 @@ def test_committed_snapshot_is_the_t2_headline_cell(tmp_path):
     assert (s["run"], s["family"], s["acc_clean"]) == ("mnist-eps1/paper", "gpu",
                                                        pytest.approx(0.1))
     assert book.committed_snapshot("fashion-mnist-eps1", 0.2, tmp_path)["acc_paper"] == 0.5
+    # a committed run's own snapshot before one recovered from a re-run that drifted, even
+    # of a lower seed (the seed-0 run's snapshot below was recovered that way)
+    shutil.rmtree(tmp_path / "datalens" / "fashion-mnist-eps1" / "paper-cpu-fast")
+    run("fashion-mnist-eps1", "paper-cpu-fast", 0.5, moment_dtype="bfloat16", drift=True)
+    run("fashion-mnist-eps1", "paper-cpu-seed1", 0.4, seed=1, moment_dtype="bfloat16")
+    s = book.committed_snapshot("fashion-mnist-eps1", 0.2, tmp_path)
+    assert (s["run"], s["acc_paper"]) == ("fashion-mnist-eps1/paper-cpu-seed1", 0.4)
 
 
 def test_setting_effects_within_one_family_at_the_paper_setting_only(tmp_path):
