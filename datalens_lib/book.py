@@ -1599,6 +1599,52 @@ def compressor_label(aggregator: str) -> tuple[str, str, bool]:
     raise ValueError(f"unknown aggregator {aggregator!r}; expected one of {AGGREGATORS}")
 
 
+def compression_verdict(table: pd.DataFrame, ledgers: pd.DataFrame,
+                        spread: pd.DataFrame | None = None) -> str:
+    """T5's conclusion, from its table (one row per dataset, aggregator and run family:
+    ``dataset``, ``aggregator``, ``method``, ``profile``, ``family``, ``ours``, ``steps``,
+    ``paper``), its ledgers (:func:`compression_ledgers` with ``dataset``) and the training-
+    seed spread (:func:`seed_spread`, computed unless given). Per dataset, each compressor's
+    paper-scale cell against TopAgg's of the same run family: the difference, judged against
+    that family's seed noise at the dataset's ε = 1 setting (:func:`beyond_noise`, one pair of
+    runs), its generator steps, and whether its ``paper`` ledger is a DP guarantee (else its
+    sound ε); then the paper's own TopAgg-minus-compressor differences. Empty when no dataset
+    has paper-scale cells."""
+    spread = seed_spread() if spread is None else spread
+    out = []
+    ok = table[(table["profile"] == "paper") & table["ours"].notna()]
+    for (ds, fam), t in ok.groupby(["dataset", "family"], sort=False):
+        top = t[t["aggregator"] == "topagg"]
+        if top.empty or len(t) < 2:
+            continue
+        base = float(top["ours"].iloc[0])
+        noise = spread[(spread["config"] == f"{ds}-eps1") & (spread["family"] == fam)]
+        sd, n = ((float(noise["sd"].iloc[0]), int(noise["seeds"].iloc[0])) if len(noise)
+                 and pd.notna(noise["sd"].iloc[0]) else (None, None))
+        parts = []
+        for r in t[t["aggregator"] != "topagg"].itertuples():
+            led = ledgers[(ledgers["dataset"] == ds) & (ledgers["aggregator"] == r.aggregator)]
+            dp = bool(led["paper_ledger_is_dp"].iloc[0]) if len(led) else None
+            verdict = beyond_noise(r.ours - base, sd, n)
+            parts.append(
+                f"{r.method} {r.ours:.4f} after {int(r.steps)} generator steps, "
+                f"{r.ours - base:+.4f} against TopAgg"
+                + ("" if verdict is None else
+                   f" ({'beyond' if verdict else 'within'} the noise of the family's "
+                   f"training seeds, sd {sd:.4f} over {n})")
+                + ("" if dp is None else "; its `paper` ledger is a DP guarantee" if dp else
+                   f"; its `paper` ledger is not a DP guarantee (sound ε of its steps "
+                   f"{float(led['epsilon_sound_rdp'].iloc[0]):,.3g})"))
+        paper = t.dropna(subset=["paper"])
+        ptop = paper[paper["aggregator"] == "topagg"]["paper"]
+        theirs = "; ".join(f"{r.method} {float(ptop.iloc[0]) - r.paper:+.4f}"
+                           for r in paper[paper["aggregator"] != "topagg"].itertuples()
+                           ) if len(ptop) else ""
+        out.append(f"{ds} ({fam} family, TopAgg {base:.4f}): " + "; ".join(parts)
+                   + (f". The paper's TopAgg minus its compressors: {theirs}" if theirs else ""))
+    return ".\n\n".join(out) + ("." if out else "")
+
+
 def compression_ledgers(config: str, profile: str = "paper") -> pd.DataFrame:
     """Per aggregator (``aggregation.AGGREGATORS``) at ``config``'s settings: its sound L2
     sensitivity, the one the official code charges, the generator steps the stopping ledger

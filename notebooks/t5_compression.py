@@ -148,3 +148,13 @@ for ds in datasets:  # cells compared only with cells of the same profile and ru
         kind = f" ({fam} runs)" if prof == "paper" else \
             " (a pipeline check, not the paper's setting)"
         display(Markdown(f"{ds}, {prof} profile{kind}: {cells}."))
+
+# %% [markdown]
+# **What the paper-scale cells say.** Each compressor against TopAgg in the same run family,
+# the difference judged against that family's training-seed noise (one pair of runs,
+# `book.beyond_noise`), with the steps the budget allowed it and whether its stopping ledger
+# is a DP guarantee; then the paper's own differences:
+
+# %%
+display(Markdown(book.compression_verdict(table, ledgers)
+                 or "No paper-scale compressor cell yet."))

@@ -249,6 +249,36 @@ def test_every_aggregator_is_a_cell_of_its_own_in_the_compression_table():
         book.compressor_label("topk")
 
 
+def test_compression_verdict_judges_each_compressor_against_topagg_of_its_family():
+    """T5's conclusion: a compressor's difference from TopAgg's cell of the same family against
+    that family's seed noise (one pair: beyond above t(0.975, 2) x sqrt(2) x sd = 0.0608 for
+    sd 0.01 over 3 seeds), its steps, its ledger; pipeline checks and lone cells say nothing."""
+    table = pd.DataFrame([
+        {"dataset": "mnist", "aggregator": a, "method": m, "profile": prof, "family": "cpu",
+         "ours": o, "steps": st, "paper": p}
+        for a, m, prof, o, st, p in (
+            ("topagg", "TopAgg", "paper", 0.64, 86, 0.7123),
+            ("fetchsgd-coded", "FetchSGD", "paper", 0.69, 86, 0.6935),
+            ("d2pfed-coded", "D2P-Fed", "paper", 0.13, 2, 0.1424),
+            ("topagg", "TopAgg", "smoke", 0.2, 3, 0.7123))])
+    ledgers = pd.DataFrame([
+        {"dataset": "mnist", "aggregator": "fetchsgd-coded", "paper_ledger_is_dp": False,
+         "epsilon_sound_rdp": 3.1e6},
+        {"dataset": "mnist", "aggregator": "d2pfed-coded", "paper_ledger_is_dp": True,
+         "epsilon_sound_rdp": 0.34}])
+    spread = pd.DataFrame([{"config": "mnist-eps1", "family": "cpu", "sd": 0.01, "seeds": 3}])
+    text = book.compression_verdict(table, ledgers, spread)
+    assert text.startswith("mnist (cpu family, TopAgg 0.6400): ")
+    assert "FetchSGD 0.6900 after 86 generator steps, +0.0500 against TopAgg (within" in text
+    assert "D2P-Fed 0.1300 after 2 generator steps, -0.5100 against TopAgg (beyond" in text
+    assert "not a DP guarantee (sound ε of its steps 3.1e+06)" in text
+    assert "The paper's TopAgg minus its compressors: FetchSGD +0.0188; D2P-Fed +0.5699" in text
+    assert "0.2000" not in text  # the smoke cell is a pipeline check
+    assert book.compression_verdict(table[table.profile == "smoke"], ledgers, spread) == ""
+    lone = book.compression_verdict(table[table.aggregator != "topagg"], ledgers, spread)
+    assert lone == ""  # nothing to judge without TopAgg's cell
+
+
 def test_dpsgd_tables_are_transcribed_cell_by_cell():
     """tab:dpsgd (MNIST and CIFAR-10) and tab:dpsgd-ablation: each eps row (a row may span
     several source lines), each column in the paper's order, mean and standard deviation."""
