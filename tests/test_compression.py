@@ -409,6 +409,33 @@ def test_threshold_and_every_aggregator_through_one_interface():
         D2PFed(sigma=1.0, beta=0.1, c=None, variant="coded")
 
 
+def test_each_aggregators_dp_event_is_its_sound_ledger():
+    """Aggregator.dp_event (the interface's dp_accounting event, for reuse outside DataLens)
+    composes to the same ε as the sound ledger training records (CompressorAccountant's rdp),
+    and is built on the sound sensitivity, not the official charge."""
+    from dp_accounting import rdp
+
+    from datalens_lib.privacy.gaussian import RDP_ORDERS
+
+    cfg = load_config("mnist-eps1", "paper")
+    d, n, q = 784, cfg.teachers, 300
+    for name in AGGREGATORS:
+        agg = make_aggregator(cfg.with_overrides(aggregator=name))
+        acc = rdp.RdpAccountant(orders=list(RDP_ORDERS))
+        acc.compose(agg.dp_event(d, n, q))
+        eps = acc.get_epsilon(cfg.delta)
+        assert eps == pytest.approx(gaussian_epsilon(q, agg.noise_multiplier(d, n), cfg.delta,
+                                                     "rdp"), rel=1e-9), name
+        ledger = CompressorAccountant(agg.noise_multiplier(d, n, charged=True),
+                                      agg.noise_multiplier(d, n), cfg.delta)
+        ledger.add_queries(q)
+        assert eps == pytest.approx(ledger.epsilon("rdp"), rel=1e-9), name
+        if name == "fetchsgd-coded":  # its charge is not a bound: the event must not use it
+            charged = gaussian_epsilon(q, agg.noise_multiplier(d, n, charged=True), cfg.delta,
+                                       "rdp")
+            assert eps > 100 * charged
+
+
 def test_compressor_accountant_ledgers():
     z_charged, z_sound = 5000 / (4 * math.sqrt(2 * 784)), 5000 / (3 * 28)
     acc = CompressorAccountant(z_charged, z_sound, 1e-5)
