@@ -737,6 +737,36 @@ def _beta_clause(trend: pd.DataFrame | None) -> str:
             + ". ") if parts else ""
 
 
+def grid_seeds(root: Path | None = None) -> pd.DataFrame:
+    """The grid cells (``tab:hyperparam``, ``tab:components``: committed DataLens runs of a
+    setting other than the default's) that have more than one training seed, one row each:
+    ``config``, ``cell`` (the seed-0 folder, e.g. ``paper-cpu-beta0.1``; a further seed's is
+    ``<cell>-seed<S>``), ``seeds``, ``seed0`` (the cell T4 and T7 show: their effects are
+    seed-matched against the default's seed 0), ``mean``, ``sd`` and ``max`` over the seeds.
+    The default setting's seeds are :func:`seed_spread`'s, T1's gap variants
+    (:func:`is_gap_variant_folder`) T1's."""
+    import re
+
+    rows = []
+    for s in committed_runs(root):
+        name = Path(s["run_dir"]).name
+        if (s.get("acc_paper") is None or seed_folder_family(name) is not None
+                or is_gap_variant_folder(s["config"], name) or s["profile"] != "paper"):
+            continue
+        rows.append({"config": s["config"], "cell": re.sub(r"-seed\d+$", "", name),
+                     "seed": int(s["seed"]), "ours": float(s["acc_paper"])})
+    cols = ["config", "cell", "seeds", "seed0", "mean", "sd", "max"]
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(rows).drop_duplicates(["config", "cell", "seed"])
+    out = df.groupby(["config", "cell"]).agg(
+        seeds=("ours", "count"), mean=("ours", "mean"), sd=("ours", "std"),
+        max=("ours", "max")).reset_index()
+    seed0 = df[df["seed"] == 0].set_index(["config", "cell"])["ours"]
+    out["seed0"] = [seed0.get((r.config, r.cell)) for r in out.itertuples()]
+    return out[out["seeds"] > 1][cols].reset_index(drop=True)
+
+
 def seed_cells(spread: pd.DataFrame | None = None,
                root: Path | None = None) -> list[dict[str, Any]]:
     """The CPU family's ``tab:image`` cells, which T1's main table does not show (it shows the

@@ -125,3 +125,13 @@ points = book.effects_in_points(table, defaults, group=("dataset", "hyperparamet
                                 seed=seed)
 display(points.round(1))
 display(Markdown(book.effects_paragraph(points, "value")))
+
+# %% [markdown]
+# **Cells with more than one training seed.** The table above shows seed 0 of each cell, so that
+# every effect is seed-matched against the default's seed 0; where a cell has further seeds,
+# their mean and spread (`book.grid_seeds`; the default setting's seeds are T1's):
+
+# %%
+more = book.grid_seeds()
+more = more[more["config"].isin([f"{ds}-eps1" for ds in datasets])]
+display(more.round(4) if len(more) else Markdown("No grid cell has a second seed yet."))

@@ -1054,6 +1054,28 @@ def test_committed_match_takes_the_lowest_seed_and_its_seed_folder(tmp_path):
     assert hit["run_dir"].endswith("paper-cpu") and hit["seed"] == 0  # seed 0's other run
 
 
+def test_grid_seeds_lists_the_grid_cells_with_several_training_seeds(tmp_path):
+    """T4/T7 show seed 0 of a grid cell (seed-matched effects); book.grid_seeds gives the cells
+    with further seeds, never the default setting's seed folders or T1's gap variants."""
+    committed = Path(__file__).resolve().parents[1] / "data" / "results" / "datalens"
+    rec = json.loads((committed / "fashion-mnist-eps1" / "paper" / "run.json").read_text())
+    for folder, seed, acc in (("paper-cpu-beta0.1", 0, 0.55), ("paper-cpu-beta0.1-seed1", 1, 0.54),
+                              ("paper-cpu-k300", 0, 0.60),  # one seed: not listed
+                              ("paper-cpu-fast", 0, 0.58), ("paper-cpu-seed1", 1, 0.57),
+                              ("paper-cpu-official-slots", 0, 0.57),  # a gap variant
+                              ("paper-cpu-official-slots-seed1", 1, 0.56)):
+        d = tmp_path / "datalens" / "fashion-mnist-eps1" / folder
+        d.mkdir(parents=True)
+        (d / "run.json").write_text(json.dumps({**rec, "seed": seed}))
+        (d / "eval-30ep.json").write_text(json.dumps({"epochs": 30, "paper": acc,
+                                                      "clean": acc}))
+    t = book.grid_seeds(tmp_path)
+    assert t.to_dict("records") == [
+        {"config": "fashion-mnist-eps1", "cell": "paper-cpu-beta0.1", "seeds": 2, "seed0": 0.55,
+         "mean": pytest.approx(0.545), "sd": pytest.approx(0.01 / 2 ** 0.5), "max": 0.55}]
+    assert book.grid_seeds(tmp_path / "none").empty
+
+
 def test_coupled_runs_lists_the_shared_adam_runs_with_their_only_guarantee(tmp_path):
     """T1's item 2: a run whose teachers share Adam state (official slots) carries the coupled
     ledger, its only DP guarantee; a run with per-teacher Adam state (50 initialisations only)
