@@ -100,6 +100,7 @@ def _summary(run_dir: Path, rec: dict[str, Any], ev: dict[str, Any] | None) -> d
            "dp_guarantee": rec.get("privacy", {}).get("dp_guarantee") or (
                _DATALENS_GUARANTEE if rec.get("method", "datalens") == "datalens" else None),
            "moment_dtype": cfg.get("moment_dtype"), "neighbouring": _neighbouring(rec),
+           "adam_slots": cfg.get("adam_slots"),
            # DataLens's private aggregator (records before the field: TopAgg)
            "aggregator": (cfg.get("aggregator", "topagg")
                           if rec.get("method", "datalens") == "datalens" else None)}
@@ -738,8 +739,11 @@ def _beta_clause(trend: pd.DataFrame | None) -> str:
 
 
 def grid_seeds(root: Path | None = None) -> pd.DataFrame:
-    """The grid cells (``tab:hyperparam``, ``tab:components``: committed DataLens runs of a
-    setting other than the default's) that have more than one training seed, one row each:
+    """The committed DataLens runs of a setting other than the default's (every paper-profile
+    folder that is not a seed folder of :data:`SEED_FOLDERS` or a gap variant: the grid cells
+    of ``tab:hyperparam`` and ``tab:components``, but also T5's compressors and older runs of a
+    seed; T4 and T7 keep the cells they show) that have more than one training seed, one row
+    each:
     ``config``, ``cell`` (the seed-0 folder, e.g. ``paper-cpu-beta0.1``; a further seed's is
     ``<cell>-seed<S>``), ``seeds``, ``seed0`` (the cell T4 and T7 show: their effects are
     seed-matched against the default's seed 0), ``mean``, ``sd`` and ``max`` over the seeds.
@@ -975,12 +979,16 @@ def coupled_runs(root: Path | None = None) -> pd.DataFrame:
     does not hold for such a run) and under ``coupled_rdp``, the ledger at the sensitivity
     one record really has there (up to ``adam_slots``'s teachers per slot × 2√k): the run's
     only DP guarantee, and ``coupled_over_budget``, how many times the run's budget it is.
-    Read from the records (``epsilon['coupled_rdp']``, written by the trainer)."""
+    Read from the records (``config.adam_slots``; ``epsilon['coupled_rdp']``, written by the
+    trainer: a record of such a run without it is an error)."""
     rows = []
     for s in committed_runs(root, method="datalens"):
-        eps = s["epsilon_spent"] or {}
-        if "coupled_rdp" not in eps:
+        if not s.get("adam_slots"):
             continue
+        eps = s["epsilon_spent"] or {}
+        if "coupled_rdp" not in eps:  # every such record carries it: a broken record
+            raise ValueError(f"{s['run_dir']}: adam_slots = {s['adam_slots']} but no "
+                             "coupled_rdp ledger in its record")
         rows.append({"config": s["config"], "folder": Path(s["run_dir"]).name,
                      "seed": s["seed"], "ours": s.get("acc_paper"),
                      "epsilon_paper": eps.get("paper"), "epsilon_rdp": eps.get("rdp"),
@@ -1638,8 +1646,8 @@ def compression_verdict(table: pd.DataFrame, ledgers: pd.DataFrame,
     paper-scale cell against TopAgg's of the same run family: the difference, judged against
     that family's seed noise at the dataset's ε = 1 setting (:func:`beyond_noise`, one pair of
     runs), its generator steps, and whether its ``paper`` ledger is a DP guarantee (else its
-    sound ε); then the paper's own TopAgg-minus-compressor differences. Empty when no dataset
-    has paper-scale cells."""
+    sound ε); then the paper's own compressor-minus-TopAgg differences (the same sign as
+    ours). Empty when no dataset has paper-scale cells."""
     spread = seed_spread() if spread is None else spread
     out = []
     ok = table[(table["profile"] == "paper") & table["ours"].notna()]
@@ -1657,7 +1665,7 @@ def compression_verdict(table: pd.DataFrame, ledgers: pd.DataFrame,
             dp = bool(led["paper_ledger_is_dp"].iloc[0]) if len(led) else None
             verdict = beyond_noise(r.ours - base, sd, n)
             parts.append(
-                f"{r.method} {r.ours:.4f} after {int(r.steps)} generator steps, "
+                f"*{r.method}* {r.ours:.4f} after {int(r.steps)} generator steps, "
                 f"{r.ours - base:+.4f} against TopAgg"
                 + ("" if verdict is None else
                    f" ({'beyond' if verdict else 'within'} the noise of the family's "
@@ -1667,11 +1675,11 @@ def compression_verdict(table: pd.DataFrame, ledgers: pd.DataFrame,
                    f"{float(led['epsilon_sound_rdp'].iloc[0]):,.3g})"))
         paper = t.dropna(subset=["paper"])
         ptop = paper[paper["aggregator"] == "topagg"]["paper"]
-        theirs = "; ".join(f"{r.method} {float(ptop.iloc[0]) - r.paper:+.4f}"
+        theirs = "; ".join(f"{r.method} {r.paper - float(ptop.iloc[0]):+.4f}"
                            for r in paper[paper["aggregator"] != "topagg"].itertuples()
                            ) if len(ptop) else ""
         out.append(f"{ds} ({fam} family, TopAgg {base:.4f}): " + "; ".join(parts)
-                   + (f". The paper's TopAgg minus its compressors: {theirs}" if theirs else ""))
+                   + (f". The paper's, against its TopAgg: {theirs}" if theirs else ""))
     return ".\n\n".join(out) + ("." if out else "")
 
 

@@ -166,9 +166,11 @@ if len(at_scale):
 #    could change it (its record, `eval-30ep-lr0.001.json`, has the per-epoch accuracies).
 # 4. **Smaller fixes.** Samples are now generated in batches of exactly B, because BatchNorm
 #    uses batch statistics (`datalens.sample_generator`). Runs sampled before that fix
-#    (2026-11-26; the four float32 `paper` runs among them: a record's `git_sha` says which)
-#    drew their last 160 of 100k rows, 0.16 % of the evaluation classifier's data, from one
-#    batch of 160; the effect of the fix on the accuracy is not measured. The paper text's
+#    (2026-11-26: the four float32 `paper` runs and MNIST's ε = 1 CPU runs `paper-cpu-fast`,
+#    `paper-cpu` and `paper-cpu-bf16`; a record's `git_sha` says which) drew their last 160 of
+#    100k rows, 0.16 % of the evaluation classifier's data, from one batch of 160. So every
+#    MNIST ε = 1 CPU effect against seed 0 compares samples drawn after the fix with a baseline
+#    drawn before it; the effect of the fix on the accuracy is not measured. The paper text's
 #    ε = 10 settings differ from the README's, so they run as a variant. The README's
 #    Fashion-MNIST ε = 1 command writes to a folder named `..._pt_30_...` but passes
 #    `--pretrain_teacher 10` (30 or 10 teacher steps on the first generator step). We run 10,
@@ -305,8 +307,9 @@ if len(coupled):
         + "; ".join(f"{r.config}/{r.folder}: ε {r.epsilon_paper:.3g} under the `paper` ledger "
                     f"and {r.epsilon_coupled_rdp:,.4g} under `coupled_rdp` "
                     f"({r.coupled_over_budget:,.3g}× the budget)" for r in coupled.itertuples())
-        + ". An accuracy gain of the official slots (item 2 above) is therefore bought with a "
-        "guarantee two orders of magnitude weaker than the one the paper states."
+        + ". Whatever accuracy the official slots buy (the verdict above says whether it is "
+        "beyond the seed noise) comes with a guarantee two orders of magnitude weaker than "
+        "the one the paper states."
         if (coupled["coupled_over_budget"] >= 100).all() else
         "The shared-Adam runs' coupled ledgers are in the table: only they are DP guarantees."))
 else:

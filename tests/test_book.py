@@ -269,10 +269,11 @@ def test_compression_verdict_judges_each_compressor_against_topagg_of_its_family
     spread = pd.DataFrame([{"config": "mnist-eps1", "family": "cpu", "sd": 0.01, "seeds": 3}])
     text = book.compression_verdict(table, ledgers, spread)
     assert text.startswith("mnist (cpu family, TopAgg 0.6400): ")
-    assert "FetchSGD 0.6900 after 86 generator steps, +0.0500 against TopAgg (within" in text
-    assert "D2P-Fed 0.1300 after 2 generator steps, -0.5100 against TopAgg (beyond" in text
+    assert "*FetchSGD* 0.6900 after 86 generator steps, +0.0500 against TopAgg (within" in text
+    assert "*D2P-Fed* 0.1300 after 2 generator steps, -0.5100 against TopAgg (beyond" in text
     assert "not a DP guarantee (sound ε of its steps 3.1e+06)" in text
-    assert "The paper's TopAgg minus its compressors: FetchSGD +0.0188; D2P-Fed +0.5699" in text
+    # the paper's differences with our sign: compressor minus TopAgg
+    assert "The paper's, against its TopAgg: FetchSGD -0.0188; D2P-Fed -0.5699" in text
     assert "0.2000" not in text  # the smoke cell is a pipeline check
     assert book.compression_verdict(table[table.profile == "smoke"], ledgers, spread) == ""
     lone = book.compression_verdict(table[table.aggregator != "topagg"], ledgers, spread)
@@ -1094,6 +1095,13 @@ def test_coupled_runs_lists_the_shared_adam_runs_with_their_only_guarantee(tmp_p
     assert r.epsilon_paper <= 1.0 < 100 < r.coupled_over_budget == r.epsilon_coupled_rdp
     assert "coupled_rdp" in r.dp_guarantee and r.ours == 0.6
     assert book.coupled_runs(tmp_path / "none").empty
+    # a shared-Adam record without its coupled ledger is not silently left out
+    rec_path = tmp_path / "datalens" / "mnist-eps1" / "paper-cpu-official-slots" / "run.json"
+    rec = json.loads(rec_path.read_text())
+    del rec["epsilon"]["coupled_rdp"]
+    rec_path.write_text(json.dumps(rec))
+    with pytest.raises(ValueError, match="no coupled_rdp ledger"):
+        book.coupled_runs(tmp_path)
 
 
 def test_committed_match_never_shows_a_gap_variant_as_a_grid_cell(tmp_path):
