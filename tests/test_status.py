@@ -38,6 +38,24 @@ def _save(root, name, rows, profile="paper"):
     store.save_result(name, {"n": len(rows), "p": profile}, rows, profile=profile, root=root)
 
 
+def test_a_cell_takes_the_seed_mean_of_a_table_before_its_single_run(tmp_path):
+    """tab:lowdp and tab:image list a CPU cell's mean over training seeds ('(all methods)',
+    '(training seeds)') before a table's single run of the same cell (artifacts.csv's store
+    order: the first store wins among rows of the same profile)."""
+    one = {"dataset": "fashion-mnist", "epsilon": 0.4, "profile": "paper", "family": "cpu",
+           "eval_epochs": 30, "paper": 0.3863}
+    _save(tmp_path, "tab:lowdp", [{**one, "ours": 0.2586}])
+    _save(tmp_path, "tab:lowdp (all methods)", [{**one, "method": "DataLens", "ours": 0.2859,
+                                                 "seeds": 2}])
+    img = {"dataset": "mnist", "epsilon": 1, "profile": "paper", "family": "cpu",
+           "eval_epochs": 30, "paper": 0.7123}
+    _save(tmp_path, "tab:image", [{**img, "ours": 0.6377}])
+    _save(tmp_path, "tab:image (training seeds)", [{**img, "method": "DataLens",
+                                                    "epsilon": "1", "ours": 0.6638}])
+    t = status.cell_table(root=tmp_path).set_index("artifact")["ours"]
+    assert t["tab:lowdp"] == 0.2859 and t["tab:image"] == 0.6638
+
+
 def test_coverage_and_verdict_use_paper_scale_cells_only(tmp_path):
     art = next(a for a in status.artifacts() if a.artifact == "tab:image")
     empty = status.summarise(art, root=tmp_path)
