@@ -25,8 +25,9 @@
 # steps of the tiny model. Each cell shows the largest profile available: this notebook's run,
 # or a committed paper-scale one (a run with that budget, else that budget's snapshot of a
 # committed ε = 1 run: the next section; of several, the float32 family's, then a snapshot the
-# committed run took itself before one recovered from a re-run that drifted from it, then the
-# lowest training seed: `book.committed_snapshot`). So one row may mix training seeds and run
+# committed run took itself (or recovered from a re-run identical to it) before one recovered
+# from a re-run that drifted from it, then the lowest training seed: `book.committed_snapshot`;
+# the columns *run* and *seed* say which). So one row may mix training seeds and run
 # families (the ε = 1 cell is the float32 run where there is one): the section "Every method"
 # below gives each family's mean over its seeds. Utility uses the paper protocol (max over
 # epochs); the clean protocol is shown beside it.
@@ -39,6 +40,8 @@ epsilons = [0.2, 0.4, 0.6, 0.8, 1.0]
 device = "auto"
 
 # %%
+from pathlib import Path
+
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
@@ -58,6 +61,9 @@ with store.Timer() as timer:
             prof, fam = book.shown_profile(shown)  # a paper-setting run is paper scale
             rows.append({"dataset": ds, "epsilon": eps, "profile": prof,
                          "family": fam, "eval_epochs": shown.get("eval_epochs"),
+                         "run": shown.get("run") or (Path(shown["run_dir"]).name
+                                                     if shown.get("run_dir") else None),
+                         "seed": shown.get("seed"),
                          "ours": shown["acc_paper"], "ours_clean": shown["acc_clean"],
                          "steps": shown["steps"], "steps_at_this_profile": mine["steps"],
                          "epsilon_spent": shown["epsilon_spent"]["paper"]})
