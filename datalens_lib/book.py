@@ -337,11 +337,14 @@ def gap_analysis(root: Path | None = None) -> pd.DataFrame:
             for h in hits:
                 base, base_clean = _eval_protocols(h.parent / "eval-30ep.json")
                 var, var_clean = _eval_protocols(h)
+                ev = json.loads(h.read_text())
                 rows.append({"explanation": label, "config": config, "candidate": True,
                              "baseline": h.parent.name,
                              "variant": f"{h.parent.name}/{name}", "ours_baseline": base,
                              "ours_variant": var, "clean_baseline": base_clean,
-                             "clean_variant": var_clean, "status": "measured"})
+                             "clean_variant": var_clean, "status": "measured",
+                             "variant_best_epoch": ev.get("best_epoch"),
+                             "variant_epochs": ev.get("epochs")})
             if not hits:
                 rows.append({"explanation": label, "config": config, "candidate": True,
                              "baseline": None, "variant": None, "ours_baseline": None,
@@ -749,15 +752,13 @@ def grid_seeds(root: Path | None = None) -> pd.DataFrame:
     seed-matched against the default's seed 0), ``mean``, ``sd`` and ``max`` over the seeds.
     The default setting's seeds are :func:`seed_spread`'s, T1's gap variants
     (:func:`is_gap_variant_folder`) T1's."""
-    import re
-
     rows = []
     for s in committed_runs(root):
         name = Path(s["run_dir"]).name
         if (s.get("acc_paper") is None or seed_folder_family(name) is not None
                 or is_gap_variant_folder(s["config"], name) or s["profile"] != "paper"):
             continue
-        rows.append({"config": s["config"], "cell": re.sub(r"-seed\d+$", "", name),
+        rows.append({"config": s["config"], "cell": grid_cell(name),
                      "seed": int(s["seed"]), "ours": float(s["acc_paper"])})
     cols = ["config", "cell", "seeds", "seed0", "mean", "sd", "max"]
     if not rows:
@@ -771,6 +772,35 @@ def grid_seeds(root: Path | None = None) -> pd.DataFrame:
     return out[out["seeds"] > 1][cols].reset_index(drop=True)
 
 
+def run_folder(shown: dict[str, Any]) -> str | None:
+    """The folder name of the run a table's row shows (the ``run`` column of T2, T4 and T7):
+    a run's ``run_dir``, or a budget snapshot's ``run`` (``<config>/<folder>``,
+    :func:`committed_snapshot`): one format for both. None for neither."""
+    where = shown.get("run") or shown.get("run_dir")
+    return Path(where).name if where else None
+
+
+def grid_cell(folder: str) -> str:
+    """The grid cell a run folder holds (:func:`grid_seeds`): the folder's name without its
+    ``-seed<S>`` suffix (``paper-cpu-beta0.1-seed1`` holds ``paper-cpu-beta0.1``)."""
+    import re
+
+    return re.sub(r"-seed\d+$", "", folder)
+
+
+def grid_seeds_shown(table: pd.DataFrame, root: Path | None = None,
+                     config_suffix: str = "-eps1") -> pd.DataFrame:
+    """The rows of :func:`grid_seeds` for the cells that ``table`` shows: T4's or T7's table,
+    one row per cell with ``dataset`` and ``run`` (the folder shown; absent or None for a cell
+    without a committed run), its config ``<dataset><config_suffix>``. Matched by
+    :func:`grid_cell`, so a cell whose shown run is a further seed's folder keeps its row."""
+    shown = {(f"{r['dataset']}{config_suffix}", grid_cell(r["run"]))
+             for r in table.to_dict("records") if isinstance(r.get("run"), str)}
+    more = grid_seeds(root)
+    keep = [(c, cell) in shown for c, cell in zip(more["config"], more["cell"], strict=True)]
+    return more[keep].reset_index(drop=True)
+
+
 def seed_cells(spread: pd.DataFrame | None = None,
                root: Path | None = None) -> list[dict[str, Any]]:
     """The CPU family's ``tab:image`` cells, which T1's main table does not show (it shows the
@@ -781,14 +811,18 @@ def seed_cells(spread: pd.DataFrame | None = None,
     (``status.cell_table``), where a CPU-family cell is compared within its family only
     (``results.why_not_compared``). The ``gpu`` family is left out on purpose: its seeds'
     mean would be a second compared row of a cell the main table already compares. T1 stores
-    these as ``tab:image (training seeds)``."""
+    these as ``tab:image (training seeds)``. The rows carry no ``config``, as T1's other
+    ``tab:image`` rows carry none: the status page keys a cell by its columns
+    (``status.our_rows``), so a CPU-family row of the same cell from another table (``tab:image
+    (all methods)``'s DataLens row) is the same cell, and this store, first in its list
+    (``data/paper/artifacts.csv``), wins it."""
     spread = seed_spread(root) if spread is None else spread
     rows = []
     for r in spread.itertuples():
         if r.family != "cpu":
             continue
         rows.append({"method": "DataLens", "dataset": r.dataset, "epsilon": f"{float(r.epsilon):g}",
-                     "profile": "paper", "family": r.family, "config": r.config,
+                     "profile": "paper", "family": r.family,
                      "seeds": int(r.seeds), "ours": float(r.mean),
                      "ours_sd": None if pd.isna(r.sd) else float(r.sd),
                      "ours_max": float(r.max),
@@ -1671,8 +1705,7 @@ def compression_verdict(table: pd.DataFrame, ledgers: pd.DataFrame,
                    f" ({'beyond' if verdict else 'within'} the noise of the family's "
                    f"training seeds, sd {sd:.4f} over {n})")
                 + ("" if dp is None else "; its `paper` ledger is a DP guarantee" if dp else
-                   f"; its `paper` ledger is not a DP guarantee (sound ε of its steps "
-                   f"{float(led['epsilon_sound_rdp'].iloc[0]):,.3g})"))
+                   _sound_clause(led.iloc[0], int(r.steps))))
         paper = t.dropna(subset=["paper"])
         ptop = paper[paper["aggregator"] == "topagg"]["paper"]
         theirs = "; ".join(f"{r.method} {r.paper - float(ptop.iloc[0]):+.4f}"
@@ -1681,6 +1714,16 @@ def compression_verdict(table: pd.DataFrame, ledgers: pd.DataFrame,
         out.append(f"{ds} ({fam} family, TopAgg {base:.4f}): " + "; ".join(parts)
                    + (f". The paper's, against its TopAgg: {theirs}" if theirs else ""))
     return ".\n\n".join(out) + ("." if out else "")
+
+
+def _sound_clause(led: Any, steps: int) -> str:
+    """:func:`compression_verdict`'s words on a compressor whose ``paper`` ledger is not a DP
+    guarantee: the sound (rdp) ε of the steps that ledger allows (one row of
+    :func:`compression_ledgers`), and the run's own steps where they differ from those."""
+    ledger_steps, sound = int(led["steps"]), float(led["epsilon_sound_rdp"])
+    return (f"; its `paper` ledger is not a DP guarantee (sound ε {sound:,.3g}"
+            f" at the {ledger_steps} steps that ledger allows"
+            + ("" if ledger_steps == steps else f"; this run took {steps}") + ")")
 
 
 def compression_ledgers(config: str, profile: str = "paper") -> pd.DataFrame:
@@ -1730,9 +1773,76 @@ def compute_label(rec: dict[str, Any]) -> str:
     return label
 
 
+#: the commit from which a DataLens run draws its samples in batches of exactly B
+#: (``datalens.sample_generator``; issue 12, item 4): a run sampled at an earlier commit drew
+#: its last ``n mod B`` rows (160 of 100k at B = 240) from one smaller batch, whose BatchNorm
+#: statistics differ
+EXACT_B_SAMPLING_COMMIT = "cbde3802972ee7f3f6d0eb0957dc261d3fd7a895"
+
+
+def sampled_exact_b(rec: dict[str, Any]) -> bool | None:
+    """Whether a DataLens run record's samples were drawn in batches of exactly B: whether
+    :data:`EXACT_B_SAMPLING_COMMIT` is in the history of the commit that drew them (its
+    ``git_sha_at_end`` when the run was resumed, the samples being drawn at its end, else its
+    ``git_sha``). None when git cannot tell (``provenance.git_is_ancestor``)."""
+    from .provenance import git_is_ancestor
+
+    return git_is_ancestor(EXACT_B_SAMPLING_COMMIT,
+                           rec.get("git_sha_at_end") or rec.get("git_sha"))
+
+
+def sampled_before_fix_text(runs: pd.DataFrame) -> str:
+    """T1's item 4 in words, from :func:`committed_runs_table`: the committed runs whose samples
+    were drawn before :data:`EXACT_B_SAMPLING_COMMIT` (by their record's commit), and how many
+    runs git cannot place."""
+    if runs.empty:
+        return "No committed run yet."
+    known = runs["exact_b_samples"].map(lambda v: v is True or v is False)
+    before = runs[known & (runs["exact_b_samples"] == False)]  # noqa: E712 (object column)
+    text = (f"Runs sampled before the exact-B fix (their record's commit precedes "
+            f"{EXACT_B_SAMPLING_COMMIT[:7]}): "
+            + (", ".join(f"`{r.config}/{r.folder}`" for r in before.itertuples()) or "none")
+            + f"; {int(known.sum() - len(before))} run(s) sampled after it")
+    unknown = int((~known).sum())
+    return text + (f"; {unknown} run(s) whose commit git cannot place here." if unknown
+                   else ".")
+
+
+def late_best_epoch_text(gaps: pd.DataFrame, last_share: float = 0.1) -> str:
+    """T1's item 3 on convergence, from :func:`gap_analysis`: the evaluation variants whose
+    best epoch falls in the last ``last_share`` of their epochs were still improving when they
+    stopped, so their effect is the effect at that length and a longer evaluation could change
+    it; the others had their best epoch earlier. Empty when no evaluation variant is measured."""
+    if not 0 < last_share < 1:
+        raise ValueError(f"last_share must be in (0, 1), got {last_share!r}")
+    if "variant_best_epoch" not in gaps:
+        return ""
+    ev = gaps.dropna(subset=["variant_best_epoch", "variant_epochs"])
+    if ev.empty:
+        return ""
+    late = ev[ev["variant_best_epoch"] > (1 - last_share) * ev["variant_epochs"]]
+    early = ev.drop(late.index)
+
+    def name(r: Any) -> str:
+        return (f"{r.explanation} ({r.variant}: best epoch {int(r.variant_best_epoch)} of "
+                f"{int(r.variant_epochs)})")
+
+    parts = []
+    if len(late):
+        parts.append(f"Still improving in the last {last_share:.0%} of their epochs, so each "
+                     "effect is the effect at that length and a longer evaluation could "
+                     "change it: "
+                     + "; ".join(name(r) for r in late.itertuples()) + ".")
+    if len(early):
+        parts.append(f"Best epoch before the last {last_share:.0%} of their epochs: "
+                     + "; ".join(name(r) for r in early.itertuples()) + ".")
+    return " ".join(parts)
+
+
 def committed_runs_table(root: Path | None = None) -> pd.DataFrame:
     """Every committed run, one row each, with where it ran and how it was evaluated: the
-    same paper setting may have been run on a GPU and on a CPU (with bfloat16 Adam moments)."""
+    same paper setting may have been run on a GPU and on a CPU (with bfloat16 Adam moments).
+    ``exact_b_samples``: :func:`sampled_exact_b` (None where git cannot tell)."""
     rows = []
     for s in committed_runs(root):
         rec = json.loads((Path(s["run_dir"]) / "run.json").read_text())
@@ -1745,7 +1855,7 @@ def committed_runs_table(root: Path | None = None) -> pd.DataFrame:
             "train_hours": s["train_seconds"] / 3600, "s_per_step": s["seconds_per_step"],
             "eval_epochs": s.get("eval_epochs"), "ours": s.get("acc_paper"),
             "ours_clean": s.get("acc_clean"), "dataset": s["dataset"], "epsilon": s["epsilon"],
-            "family": s["family"],
+            "family": s["family"], "exact_b_samples": sampled_exact_b(rec),
             # another setting than the config's (a variant folder): not the paper's cell
             "variant": not run_matches(s, "datalens", {"moment_dtype": s["moment_dtype"]}
                                        if s["moment_dtype"] else {})})

@@ -63,6 +63,28 @@ def git_sha() -> str | None:
         return None
 
 
+def git_is_ancestor(ancestor: str, sha: str | None) -> bool | None:
+    """Whether commit ``ancestor`` is in the history of ``sha`` (a record's ``git_sha``; a
+    ``-dirty`` suffix is dropped: the record ran the committed code of that commit plus edits),
+    by ``git merge-base --is-ancestor`` in this checkout. None when it cannot be told: no
+    ``sha``, no git, or either commit not in this checkout's history (a shallow clone, a
+    record written from a commit that never landed)."""
+    if not sha:
+        return None
+    sha = sha.removesuffix("-dirty")
+    try:
+        for c in (ancestor, sha):
+            known = subprocess.run(["git", "cat-file", "-e", f"{c}^{{commit}}"], cwd=REPO_ROOT,
+                                   capture_output=True, timeout=10)
+            if known.returncode != 0:
+                return None
+        out = subprocess.run(["git", "merge-base", "--is-ancestor", ancestor, sha],
+                             cwd=REPO_ROOT, capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {0: True, 1: False}.get(out.returncode)
+
+
 def package_versions() -> dict[str, str | None]:
     out = {}
     for name in PACKAGES:

@@ -161,17 +161,17 @@ if len(at_scale):
 #    (the same number of steps); and padded as the script does, for its 600 epochs
 #    (`datalens evaluate --pad-to 100000`). The spread between two evaluation seeds on the
 #    same samples sets the scale of any effect. The lr 1e-3 evaluation runs our 30 epochs at
-#    half our learning rate, so it may not have converged by then: its effect below is the
-#    effect at 30 epochs, and where its best epoch is among the last ones a longer evaluation
-#    could change it (its record, `eval-30ep-lr0.001.json`, has the per-epoch accuracies).
+#    half our learning rate, so it may not have converged by then: below the table, each
+#    evaluation variant's best epoch says whether it was still improving when it stopped
+#    (`book.late_best_epoch_text`; the records have the per-epoch accuracies).
 # 4. **Smaller fixes.** Samples are now generated in batches of exactly B, because BatchNorm
-#    uses batch statistics (`datalens.sample_generator`). Runs sampled before that fix
-#    (2026-11-26: the four float32 `paper` runs and MNIST's ε = 1 CPU runs `paper-cpu-fast`,
-#    `paper-cpu` and `paper-cpu-bf16`; a record's `git_sha` says which) drew their last 160 of
-#    100k rows, 0.16 % of the evaluation classifier's data, from one batch of 160. So every
-#    MNIST ε = 1 CPU effect against seed 0 compares samples drawn after the fix with a baseline
-#    drawn before it; the effect of the fix on the accuracy is not measured. The paper text's
-#    ε = 10 settings differ from the README's, so they run as a variant. The README's
+#    uses batch statistics (`datalens.sample_generator`). Runs sampled before that fix drew
+#    their last 160 of 100k rows, 0.16 % of the evaluation classifier's data, from one batch of
+#    160; which runs those are is computed below the table from each record's commit
+#    (`book.sampled_exact_b`). Where seed 0 of a setting was sampled before the fix and a
+#    variant after it, an effect against seed 0 compares samples drawn after the fix with a
+#    baseline drawn before it; the effect of the fix on the accuracy is not measured. The
+#    paper text's ε = 10 settings differ from the README's, so they run as a variant. The README's
 #    Fashion-MNIST ε = 1 command writes to a folder named `..._pt_30_...` but passes
 #    `--pretrain_teacher 10` (30 or 10 teacher steps on the first generator step). We run 10,
 #    as passed, and 30 as a variant.
@@ -244,6 +244,10 @@ gaps = book.gap_analysis()
 display(gaps[["explanation", "config", "baseline", "variant", "seed_pairs", "ours_baseline",
               "ours_variant", "effect", "effect_clean", "noise_sd", "noise_seeds",
               "noise_source", "beyond_noise", "status"]].round(4))
+display(Markdown(" ".join(t for t in (
+    book.late_best_epoch_text(gaps),  # item 3: did each evaluation variant converge?
+    book.sampled_before_fix_text(book.committed_runs_table()))  # item 4: which runs
+    if t)))
 
 
 def noise_text(r) -> str:

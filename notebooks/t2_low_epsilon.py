@@ -40,7 +40,6 @@ epsilons = [0.2, 0.4, 0.6, 0.8, 1.0]
 device = "auto"
 
 # %%
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
@@ -61,8 +60,7 @@ with store.Timer() as timer:
             prof, fam = book.shown_profile(shown)  # a paper-setting run is paper scale
             rows.append({"dataset": ds, "epsilon": eps, "profile": prof,
                          "family": fam, "eval_epochs": shown.get("eval_epochs"),
-                         "run": shown.get("run") or (Path(shown["run_dir"]).name
-                                                     if shown.get("run_dir") else None),
+                         "run": book.run_folder(shown),
                          "seed": shown.get("seed"),
                          "ours": shown["acc_paper"], "ours_clean": shown["acc_clean"],
                          "steps": shown["steps"], "steps_at_this_profile": mine["steps"],

@@ -35,7 +35,6 @@ grid = {"k": [100, 200, 300], "teachers": [2000, 3000, 4000],
 device = "auto"
 
 # %%
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -68,7 +67,7 @@ with store.Timer() as timer:
                 rows.append({"dataset": ds, "hyperparameter": name, "value": v,
                              "parameter": f"{name}={v:g}",  # as the paper CSV writes it
                              "profile": prof, "family": fam,
-                             "run": Path(shown["run_dir"]).name if "run_dir" in shown else None,
+                             "run": book.run_folder(shown),
                              "eval_epochs": shown.get("eval_epochs"), "ours": shown["acc_paper"],
                              "ours_clean": shown["acc_clean"], "steps": shown["steps"]})
 paper = book.paper_table("tab_hyperparam.csv")[["dataset", "parameter", "value"]]
@@ -135,8 +134,6 @@ display(Markdown(book.effects_paragraph(points, "value")))
 # their mean and spread (`book.grid_seeds`; the default setting's seeds are T1's):
 
 # %%
-shown_cells = {(f"{r.dataset}-eps1", r.run) for r in table.itertuples()}
-more = book.grid_seeds()
-more = more[[(r.config, r.cell) in shown_cells for r in more.itertuples()]]
+more = book.grid_seeds_shown(table)
 display(more.round(4) if len(more) else Markdown("No cell of this table has a second seed "
                                                  "yet."))

@@ -34,7 +34,6 @@ datasets = ["mnist", "fashion-mnist"]
 device = "auto"
 
 # %%
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -68,7 +67,7 @@ with store.Timer() as timer:
             prof, fam = book.shown_profile(shown)  # a paper-setting run is paper scale
             rows.append({"dataset": ds, "parameter": label, "profile": prof,
                          "family": fam, "eval_epochs": shown.get("eval_epochs"),
-                         "run": Path(shown["run_dir"]).name if "run_dir" in shown else None,
+                         "run": book.run_folder(shown),
                          "ours": shown["acc_paper"], "ours_clean": shown["acc_clean"],
                          "steps": shown["steps"],
                          "steps_at_this_profile": mine["steps"] if mine else 0, "status": "ok"})
@@ -131,8 +130,6 @@ display(Markdown(book.effects_paragraph(points, "ablation")
 # their mean and spread (`book.grid_seeds`; the default setting's seeds are T1's):
 
 # %%
-shown_cells = {(f"{r.dataset}-eps1", r.run) for r in table.itertuples()}
-more = book.grid_seeds()
-more = more[[(r.config, r.cell) in shown_cells for r in more.itertuples()]]
+more = book.grid_seeds_shown(table)
 display(more.round(4) if len(more) else Markdown("No cell of this table has a second seed "
                                                  "yet."))

@@ -2,13 +2,14 @@ import json
 import math
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from test_results import PAPER_TEX
 
-from datalens_lib import book, cli, store
+from datalens_lib import book, cli, provenance, store
 from datalens_lib.results import paper_values
 from datalens_lib.runner import NOTEBOOKS, NOTEBOOKS_DIR, run_notebook
 
@@ -263,15 +264,19 @@ def test_compression_verdict_judges_each_compressor_against_topagg_of_its_family
             ("topagg", "TopAgg", "smoke", 0.2, 3, 0.7123))])
     ledgers = pd.DataFrame([
         {"dataset": "mnist", "aggregator": "fetchsgd-coded", "paper_ledger_is_dp": False,
-         "epsilon_sound_rdp": 3.1e6},
+         "epsilon_sound_rdp": 3.1e6, "steps": 86},
         {"dataset": "mnist", "aggregator": "d2pfed-coded", "paper_ledger_is_dp": True,
-         "epsilon_sound_rdp": 0.34}])
+         "epsilon_sound_rdp": 0.34, "steps": 2}])
     spread = pd.DataFrame([{"config": "mnist-eps1", "family": "cpu", "sd": 0.01, "seeds": 3}])
     text = book.compression_verdict(table, ledgers, spread)
     assert text.startswith("mnist (cpu family, TopAgg 0.6400): ")
     assert "*FetchSGD* 0.6900 after 86 generator steps, +0.0500 against TopAgg (within" in text
     assert "*D2P-Fed* 0.1300 after 2 generator steps, -0.5100 against TopAgg (beyond" in text
-    assert "not a DP guarantee (sound ε of its steps 3.1e+06)" in text
+    assert "not a DP guarantee (sound ε 3.1e+06 at the 86 steps that ledger allows)" in text
+    # the sound ε is the ledger's, at its own steps: a run that took others says so
+    ledgers.loc[0, "steps"] = 90
+    assert ("(sound ε 3.1e+06 at the 90 steps that ledger allows; this run took 86)"
+            in book.compression_verdict(table, ledgers, spread))
     # the paper's differences with our sign: compressor minus TopAgg
     assert "The paper's, against its TopAgg: FetchSGD -0.0188; D2P-Fed -0.5699" in text
     assert "0.2000" not in text  # the smoke cell is a pipeline check
@@ -548,7 +553,7 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     base = run("paper-cpu-fast", 0.60)
     run("paper-cpu-official-slots", 0.66)
     (base / "eval-30ep-lr0.001.json").write_text(json.dumps(
-        {"epochs": 30, "paper": 0.58, "clean": 0.55}))
+        {"epochs": 30, "paper": 0.58, "clean": 0.55, "best_epoch": 29}))
     run("paper", 0.70, epochs=600)
     run("paper-seed1", 0.72, seed=1, epochs=600)
     run("paper-seed2", 0.68, seed=2, epochs=600)
@@ -559,6 +564,15 @@ def test_gap_analysis_and_seed_spread_from_records(tmp_path):
     lr = g[g.variant == "paper-cpu-fast/eval-30ep-lr0.001.json"].iloc[0]
     assert lr["effect"] == pytest.approx(-0.02)
     assert lr["effect_clean"] == pytest.approx(0.55 - 0.50)  # the baseline's clean is 0.50
+    # item 3: the variant's best epoch, read from its record (29 of 30: still improving)
+    assert (lr["variant_best_epoch"], lr["variant_epochs"]) == (29, 30)
+    text = book.late_best_epoch_text(g)
+    assert text.startswith("Still improving in the last 10% of their epochs")
+    assert "(paper-cpu-fast/eval-30ep-lr0.001.json: best epoch 29 of 30)" in text
+    assert "Best epoch before" in book.late_best_epoch_text(g, last_share=0.02)
+    assert book.late_best_epoch_text(g[g.variant == "paper-cpu-official-slots"]) == ""
+    with pytest.raises(ValueError, match="^last_share"):
+        book.late_best_epoch_text(g, last_share=1.0)
     queued = g[g.status.str.startswith("queued")]
     assert {"init-slots" in str(v) for v in queued.variant} == {False}  # nothing committed
     # Fashion-MNIST's official slots, init-slots, 30 first teacher steps, text, shuffled split,
@@ -1055,6 +1069,45 @@ def test_committed_match_takes_the_lowest_seed_and_its_seed_folder(tmp_path):
     assert hit["run_dir"].endswith("paper-cpu") and hit["seed"] == 0  # seed 0's other run
 
 
+def test_sampled_exact_b_reads_each_record_commit_against_the_fix():
+    """T1's item 4: a run whose samples were drawn before the exact-B fix is told by its
+    record's commit (the one at its end where it was resumed); git that cannot place a commit
+    says None, never a guess."""
+    fix = book.EXACT_B_SAMPLING_COMMIT
+    if provenance.git_is_ancestor(fix, "HEAD") is None:
+        pytest.skip("not a git checkout with the fix commit in its history")
+    before = subprocess.run(["git", "rev-parse", f"{fix}~1"], cwd=provenance.REPO_ROOT,
+                            capture_output=True, text=True).stdout.strip()
+    assert book.sampled_exact_b({"git_sha": fix}) is True
+    assert book.sampled_exact_b({"git_sha": before + "-dirty"}) is False
+    # resumed after the fix: its samples were drawn at the end
+    assert book.sampled_exact_b({"git_sha": before, "git_sha_at_end": fix}) is True
+    assert book.sampled_exact_b({"git_sha": "0" * 40}) is None  # not in this history
+    assert book.sampled_exact_b({}) is None
+    runs = pd.DataFrame([
+        {"config": "mnist-eps1", "folder": "paper", "exact_b_samples": False},
+        {"config": "mnist-eps1", "folder": "paper-cpu-seed1", "exact_b_samples": True},
+        {"config": "mnist-eps10", "folder": "paper-cpu-fast", "exact_b_samples": None}])
+    assert book.sampled_before_fix_text(runs) == (
+        f"Runs sampled before the exact-B fix (their record's commit precedes {fix[:7]}): "
+        "`mnist-eps1/paper`; 1 run(s) sampled after it; 1 run(s) whose commit git cannot "
+        "place here.")
+    assert "): none; 1 run(s) sampled after it." in book.sampled_before_fix_text(runs[1:2])
+    # the committed records: the four float32 paper runs are among those sampled before it
+    table = book.committed_runs_table()
+    old = table[table["exact_b_samples"] == False]  # noqa: E712
+    assert {"paper"} <= set(old["folder"]) and len(old[old.folder == "paper"]) == 4
+
+
+def test_run_folder_names_runs_and_snapshots_alike():
+    """T2/T4/T7's run column: the folder name, whether the row shows a run or a snapshot."""
+    assert book.run_folder({"run_dir": "/x/data/results/datalens/mnist-eps1/paper-cpu-fast"}
+                           ) == "paper-cpu-fast"
+    assert book.run_folder({"run": "mnist-eps1/paper-cpu-seed1", "run_dir": None}
+                           ) == "paper-cpu-seed1"
+    assert book.run_folder({"steps": 3}) is None
+
+
 def test_grid_seeds_lists_the_grid_cells_with_several_training_seeds(tmp_path):
     """T4/T7 show seed 0 of a grid cell (seed-matched effects); book.grid_seeds gives the cells
     with further seeds, never the default setting's seed folders or T1's gap variants."""
@@ -1075,6 +1128,15 @@ def test_grid_seeds_lists_the_grid_cells_with_several_training_seeds(tmp_path):
         {"config": "fashion-mnist-eps1", "cell": "paper-cpu-beta0.1", "seeds": 2, "seed0": 0.55,
          "mean": pytest.approx(0.545), "sd": pytest.approx(0.01 / 2 ** 0.5), "max": 0.55}]
     assert book.grid_seeds(tmp_path / "none").empty
+    # T4/T7 keep the cells their table shows, a further seed's folder included; a row without
+    # a committed run (run None, or no run column at all) shows none
+    shown = book.grid_seeds_shown(pd.DataFrame([
+        {"dataset": "fashion-mnist", "run": "paper-cpu-beta0.1-seed1"},
+        {"dataset": "fashion-mnist", "run": None}]), tmp_path)
+    assert shown["cell"].tolist() == ["paper-cpu-beta0.1"]
+    assert book.grid_seeds_shown(pd.DataFrame([{"dataset": "mnist",
+                                                "run": "paper-cpu-beta0.1"}]), tmp_path).empty
+    assert book.grid_seeds_shown(pd.DataFrame([{"dataset": "fashion-mnist"}]), tmp_path).empty
 
 
 def test_coupled_runs_lists_the_shared_adam_runs_with_their_only_guarantee(tmp_path):

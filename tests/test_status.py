@@ -47,12 +47,19 @@ def test_a_cell_takes_the_seed_mean_of_a_table_before_its_single_run(tmp_path):
     _save(tmp_path, "tab:lowdp", [{**one, "ours": 0.2586}])
     _save(tmp_path, "tab:lowdp (all methods)", [{**one, "method": "DataLens", "ours": 0.2859,
                                                  "seeds": 2}])
-    img = {"dataset": "mnist", "epsilon": 1, "profile": "paper", "family": "cpu",
-           "eval_epochs": 30, "paper": 0.7123}
-    _save(tmp_path, "tab:image", [{**img, "ours": 0.6377}])
-    _save(tmp_path, "tab:image (training seeds)", [{**img, "method": "DataLens",
-                                                    "epsilon": "1", "ours": 0.6638}])
-    t = status.cell_table(root=tmp_path).set_index("artifact")["ours"]
+    # tab:image: the rows as T1 writes them, the seeds' mean from book.seed_cells and a
+    # single CPU run as the methods table ('(all methods)', book.methods_table) shows it
+    spread = pd.DataFrame([{"family": "cpu", "dataset": "mnist", "epsilon": 1,
+                            "config": "mnist-eps1", "seeds": 3, "mean": 0.6638, "sd": 0.0369,
+                            "max": 0.7061, "eval_epochs": 30, "paper": 0.7123}])
+    _save(tmp_path, "tab:image (all methods)", [
+        {"method": "DataLens", "paper_method": "DataLens", "dataset": "mnist", "epsilon": "1",
+         "paper": 0.7123, "profile": "paper", "family": "cpu", "ours": 0.6377,
+         "eval_epochs": 30, "variant": False}])
+    _save(tmp_path, "tab:image (training seeds)", book.seed_cells(spread))
+    t = status.cell_table(root=tmp_path)
+    assert len(t[t.artifact == "tab:image"]) == 1  # one cell, not two
+    t = t.set_index("artifact")["ours"]
     assert t["tab:lowdp"] == 0.2859 and t["tab:image"] == 0.6638
 
 
@@ -426,7 +433,7 @@ def test_cell_table_lists_every_paper_scale_cell_and_says_why_one_is_not_compare
     # T1's CPU-family cell, the mean over training seeds (book.seed_cells), beside the GPU one
     _save(tmp_path, "tab:image (training seeds)", [
         {"method": "DataLens", "dataset": "mnist", "epsilon": "1", "profile": "paper",
-         "family": "cpu", "config": "mnist-eps1", "seeds": 3, "ours": 0.66, "ours_sd": 0.04,
+         "family": "cpu", "seeds": 3, "ours": 0.66, "ours_sd": 0.04,
          "ours_max": 0.71, "eval_epochs": 30, "paper": 0.7123}])
     _save(tmp_path, "tab:visual", [
         {"dataset": "mnist", "epsilon": "1", "method": "DataLens", "ours": 3.8, "paper": 4.37,
