@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -71,13 +72,15 @@ def git_is_ancestor(ancestor: str, sha: str | None) -> bool | None:
     record written from a commit that never landed)."""
     if not sha:
         return None
-    sha = sha.removesuffix("-dirty")
+    return _git_is_ancestor(ancestor, sha.removesuffix("-dirty"))
+
+
+@functools.cache
+def _git_is_ancestor(ancestor: str, sha: str) -> bool | None:
+    """:func:`git_is_ancestor`, once per pair and process (a book build asks it for every
+    committed run, more than once): exit 0 yes, 1 no, anything else (128: a commit git does
+    not know) None."""
     try:
-        for c in (ancestor, sha):
-            known = subprocess.run(["git", "cat-file", "-e", f"{c}^{{commit}}"], cwd=REPO_ROOT,
-                                   capture_output=True, timeout=10)
-            if known.returncode != 0:
-                return None
         out = subprocess.run(["git", "merge-base", "--is-ancestor", ancestor, sha],
                              cwd=REPO_ROOT, capture_output=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
