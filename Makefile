@@ -6,9 +6,17 @@ VENV ?= .venv
 PROFILE ?= smoke
 BIN := $(VENV)/bin
 
-.PHONY: venv quality-records test test-fast mutation mutation-report lint notebooks sync-notebooks lab book clean-book bench
+# The public datasets the book and the tests read (MNIST, Fashion-MNIST): found in the lookup
+# order ($DATALENS_DATA_DIR, data/raw/, /usr/share/datasets/) and checksum-verified, else
+# fetched into the first of those folders, else a clear error saying what to copy where
+DATASETS ?= mnist fashion-mnist
+
+.PHONY: venv data verify quality-records test test-fast mutation mutation-report lint notebooks sync-notebooks lab book clean-book bench
 
 venv: $(VENV)/.installed
+
+data: venv
+	$(BIN)/datalens data ensure $(DATASETS)
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,11 +39,17 @@ quality-records: venv
 TEST_WORKERS ?= 2
 PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
-test: venv
+test: data
 	$(PYTEST)
 
+# every committed record and published subset against data/results/SHA256SUMS and the record
+# schemas, the paper's CSVs against data/paper/SHA256SUMS; after committing new records:
+# `.venv/bin/datalens verify --update`, then review the diff of the SHA256SUMS files
+verify: venv
+	$(BIN)/datalens verify
+
 # the fast set only (slow-marked tests deselected); `make test` runs everything
-test-fast: venv
+test-fast: data
 	$(PYTEST) -m "not slow"
 
 # mutation testing of the privacy-critical modules (tests/README.md); about 1-2 h on 2 cores,
@@ -61,7 +75,7 @@ sync-notebooks: venv
 lab: venv
 	$(BIN)/jupyter lab notebooks/
 
-notebooks: venv
+notebooks: data
 	$(BIN)/datalens run-all --profile $(PROFILE)
 
 book: notebooks

@@ -1,7 +1,7 @@
 """Command-line entry point ``datalens``.
 
 Subcommands:
-  data list | check [NAME...] | fetch NAME [--dest DIR]
+  data list | check [NAME...] | fetch NAME [--dest DIR] | ensure [NAME...] [--no-fetch]
   privacy --k K --sigma S --delta D (--epsilon E | --queries T) [--json]
   privacy --k K --delta D --epsilon E --queries T [--json]   (sigma for a target)
   train [--method datalens|dcgan|gpate|dpgan] --config NAME --profile smoke|cpu|paper --out DIR
@@ -16,6 +16,7 @@ Subcommands:
         [--search DIR [--validation 10000]]
   dpsgd --epsilon 0.3,0.5,0.7 --search DIR/{cell}/search --out DIR/{cell}/paper ...
         several budgets, each run trained once for every budget it passes through
+  verify [--update] [--json]   committed records and paper CSVs against their checksums
   results [--json]        every method's committed runs beside the paper's tab:image numbers
   run NOTEBOOK [-p KEY VALUE]... [--force] [--book]   execute one notebook with papermill
   run-all [--profile smoke|cpu|paper] [--force] [--executor local|slurm ...]
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -52,6 +54,11 @@ def _cmd_data(args: argparse.Namespace) -> int:
         return 0
     if args.data_cmd == "check":
         names = args.names or list(data_mod.REGISTRY)
+        unknown = [n for n in names if n not in data_mod.REGISTRY]
+        if unknown:
+            print(f"error: unknown dataset {unknown[0]!r}; known: "
+                  f"{', '.join(data_mod.REGISTRY)}", file=sys.stderr)
+            return 2
         failed = 0
         for name in names:
             try:
@@ -71,7 +78,22 @@ def _cmd_data(args: argparse.Namespace) -> int:
             return 2
         print(f"{args.name} is in {folder}")
         return 0
+    if args.data_cmd == "ensure":
+        for name in args.names:
+            try:
+                folder = data_mod.ensure_dataset(name, fetch=not args.no_fetch)
+            except (data_mod.DatasetNotFoundError, data_mod.DatasetFileError, ValueError) as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
+            print(f"[ok] {name}: {folder} (checksums verified)")
+        return 0
     raise AssertionError(args.data_cmd)
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from .verify import REPO_ROOT, main_verify
+
+    return main_verify(REPO_ROOT, update=args.update, as_json=args.json)
 
 
 def _cmd_privacy(args: argparse.Namespace) -> int:
@@ -120,6 +142,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         from ._validate import nonneg_int
 
         nonneg_int("--seed", args.seed)
+        nonneg_int("--checkpoint-every", args.checkpoint_every)
+        for b in args.snapshot_budgets or ():
+            if not (math.isfinite(b) and b > 0):
+                raise ValueError(f"--snapshot-budgets must be positive and finite, got {b}")
         cls = method_class(args.method)
         cfg = load_config(args.config, args.profile, method=args.method, **overrides)
         reference = None
@@ -207,10 +233,16 @@ def _check_eval_args(args: argparse.Namespace) -> None:
     from ._validate import nonneg_int, positive_float, positive_int
 
     for name, check in (("epochs", positive_int), ("lr", positive_float),
-                        ("limit", positive_int), ("seed", nonneg_int), ("pad_to", positive_int)):
-        value = getattr(args, name)
+                        ("limit", positive_int), ("seed", nonneg_int), ("pad_to", positive_int),
+                        ("batch_size", positive_int)):
+        value = getattr(args, name, None)
         if value is not None:
             check(f"--{name.replace('_', '-')}", value)
+    from .datalens import resolve_device
+
+    resolve_device(args.device)  # (an unknown device: its error, before any data is read)
+    if args.run.endswith(".npz") and not Path(args.run).is_file():
+        raise ValueError(f"no sample file at {args.run}")
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
@@ -235,11 +267,17 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             print(f"error: {run_dir} holds only the snapshots of a run stopped at its last "
                   f"snapshot ({SNAPSHOTS_RECORD}): pass --snapshot EPS", file=sys.stderr)
             return 2
+    from .records import RecordError, read_record
+
     try:
-        rec = json.loads((run_dir / record).read_text())
+        rec = read_record(run_dir / record, need_config=(
+            "dataset", "eval_epochs", "eval_lr", "eval_batch_size"))
     except FileNotFoundError:
         print(f"error: {run_dir}/run.json not found: is the training run complete?",
               file=sys.stderr)
+        return 2
+    except RecordError as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
     cfg = rec["config"]
     epochs = cfg["eval_epochs"] if args.epochs is None else args.epochs
@@ -299,7 +337,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 def _run_samples(run_dir: Path) -> tuple[dict, Path]:
     """A run's record and its sample file: the full ``samples.npz`` when present, else the
     published subset named in the record."""
-    rec = json.loads((run_dir / "run.json").read_text())
+    from .records import read_record
+
+    rec = read_record(run_dir / "run.json")
     full = run_dir / rec.get("samples", {}).get("file", "samples.npz")
     if full.exists():
         return rec, full
@@ -312,6 +352,14 @@ def _run_samples(run_dir: Path) -> tuple[dict, Path]:
 def _cmd_quality(args: argparse.Namespace) -> int:
     """Each target in turn (one process: the FID reference is computed once per dataset);
     stops at the first that fails."""
+    from ._validate import positive_int
+
+    if args.limit is not None:
+        try:
+            positive_int("--limit", args.limit)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     for target in args.target:
         rc = _quality_one(Path(target), args)
         if rc:
@@ -359,11 +407,13 @@ def _quality_one(target: Path, args: argparse.Namespace) -> int:
 
 
 def _cmd_publish_samples(args: argparse.Namespace) -> int:
+    from ._validate import nonneg_int
     from .provenance import atomic_write_json
     from .samples import publish_subset
 
     run_dir, dest = Path(args.run), Path(args.dest)
     try:
+        nonneg_int("--seed", args.seed)
         rec, src = _run_samples(run_dir)
         name = f"samples-{args.n // 1000}k.npz" if args.n % 1000 == 0 else \
             f"samples-{args.n}.npz"
@@ -384,8 +434,17 @@ def _cmd_publish_samples(args: argparse.Namespace) -> int:
 def _cmd_domain_classifier(args: argparse.Namespace) -> int:
     import torch
 
+    from ._validate import nonneg_int, positive_int
     from .quality.classifier import WEIGHTS_DIR, save_domain_classifier, train_domain_classifier
 
+    try:
+        data_mod.get_spec(args.dataset)
+        positive_int("--epochs", args.epochs)
+        positive_int("--threads", args.threads)
+        nonneg_int("--seed", args.seed)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     torch.set_num_threads(args.threads)
     model, rec = train_domain_classifier(args.dataset, seed=args.seed, epochs=args.epochs)
     rec["command"] = " ".join(["datalens", *sys.argv[1:]])
@@ -565,7 +624,7 @@ def _cmd_results(args: argparse.Namespace) -> int:
     from .results import MIN_COMPARED_EVAL_EPOCHS, comparison
 
     if args.cells and args.missing:
-        print("give --cells or --missing, not both", file=sys.stderr)
+        print("error: --cells and --missing: give one, not both", file=sys.stderr)
         return 2
     if args.cells:
         return _print_cells(args.json)
@@ -649,8 +708,14 @@ def _executor_kw(args: argparse.Namespace) -> dict:
 
 
 def _cmd_run_all(args: argparse.Namespace) -> int:
+    from ._validate import nonneg_int
     from .runner import NOTEBOOKS, run_all, run_notebook
 
+    try:
+        nonneg_int("--seed", args.seed)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if args.executor is None:
         return _report(run_all(args.profile, seed=args.seed, force=args.force))
     from . import scaleout
@@ -727,6 +792,11 @@ def build_parser() -> argparse.ArgumentParser:
     f = dsub.add_parser("fetch", help="download MNIST, Fashion-MNIST or CIFAR-10")
     f.add_argument("name", choices=list(data_mod.REGISTRY))
     f.add_argument("--dest", default=None, help="target folder (default data/raw/<name>)")
+    en = dsub.add_parser("ensure", help="find and verify datasets, fetching those not found "
+                         "(run by `make book` and `make test` first)")
+    en.add_argument("names", nargs="*", metavar="NAME", default=["mnist", "fashion-mnist"],
+                    help="default: mnist fashion-mnist")
+    en.add_argument("--no-fetch", action="store_true", help="only look up and verify")
 
     pr = sub.add_parser("privacy", help="TopAgg privacy accounting (paper Theorem 3)")
     pr.add_argument("--k", type=int, required=True, help="top-k")
@@ -760,6 +830,13 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--checkpoint-every", type=int, default=10, help="steps (0: never)")
     tr.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="override a config value (JSON literal), e.g. --set max_steps=5")
+
+    ve = sub.add_parser("verify", help="check every committed record and published sample "
+                        "subset against data/results/SHA256SUMS and the record schemas, and "
+                        "data/paper/*.csv against data/paper/SHA256SUMS (CI runs it)")
+    ve.add_argument("--update", action="store_true", help="rewrite the two SHA256SUMS files "
+                    "first (after committing new records; review their diff)")
+    ve.add_argument("--json", action="store_true", help="one JSON object")
 
     ev = sub.add_parser("evaluate", help="utility of a run's synthetic data")
     ev.add_argument("run", help="run folder with run.json and samples.npz")
@@ -904,8 +981,18 @@ def main(argv: list[str] | None = None) -> int:
                 "reference": _cmd_reference, "run": _cmd_run, "run-all": _cmd_run_all,
                 "sweep": _cmd_sweep, "quality": _cmd_quality,
                 "publish-samples": _cmd_publish_samples,
-                "domain-classifier": _cmd_domain_classifier, "dpsgd": _cmd_dpsgd}
-    return commands[args.cmd](args)
+                "domain-classifier": _cmd_domain_classifier, "dpsgd": _cmd_dpsgd,
+                "verify": _cmd_verify}
+    from .provenance import ResultsWriteError
+    from .records import CheckpointError, RecordError
+
+    try:
+        return commands[args.cmd](args)
+    except (ResultsWriteError, CheckpointError, RecordError) as e:
+        # a full or read-only disk, or a run folder's state that cannot be used: the message
+        # names the file and what to do; nothing was overwritten
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -20,6 +20,18 @@ from ._validate import (
 PROFILES = ("smoke", "cpu", "paper")
 
 
+def _check_dataset(dataset: Any) -> str:
+    from .data.registry import REGISTRY
+
+    return choice("dataset", dataset, tuple(REGISTRY))
+
+
+def _check_notes(notes: Any) -> str:
+    if not isinstance(notes, str):
+        raise ValueError(f"notes must be text, got {notes!r}")
+    return notes
+
+
 def config_from_dict(cls: Any, d: dict[str, Any], what: str = "") -> Any:
     """``cls(**d)`` for a config dataclass, refusing unknown keys by name (missing keys take
     their defaults). ``what`` names the method in the message (e.g. ``"DC-GAN "``)."""
@@ -27,8 +39,15 @@ def config_from_dict(cls: Any, d: dict[str, Any], what: str = "") -> Any:
     unknown = set(d) - known
     if unknown:
         raise ValueError(f"unknown {what}config keys: {sorted(unknown)}")
-    if d.get("extra"):  # kept (empty) so that records that hold it load; no method reads it
-        raise ValueError(f"extra must be empty: no method reads it, got {d['extra']!r}; "
+    # every method's config: the two fields whose type no method's own checks cover
+    if "dataset" in known and "dataset" in d:
+        _check_dataset(d["dataset"])
+    if "notes" in known and "notes" in d:
+        _check_notes(d["notes"])
+    # kept (an empty dict) so that records that hold it load; no method reads it
+    extra = d.get("extra", {})
+    if not isinstance(extra, dict) or extra:
+        raise ValueError(f"extra must be empty: no method reads it, got {extra!r}; "
                          "set the config's own keys")
     return cls(**d)
 
@@ -96,6 +115,8 @@ class TrainConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        _check_dataset(self.dataset)
+        _check_notes(self.notes)
         positive_float("epsilon", self.epsilon)
         probability_open("delta", self.delta)
         positive_int("teachers", self.teachers)

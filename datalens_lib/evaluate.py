@@ -28,10 +28,12 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from . import failpoints
 from ._validate import choice, positive_float, positive_int
 from .data import load_dataset
 from .ensemble import conv_layout
 from .provenance import atomic_save
+from .records import load_checkpoint
 from .samples import load_samples
 
 PROTOCOLS = ("paper", "clean")
@@ -299,8 +301,8 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
     ckpt = Path(checkpoint) if checkpoint is not None else None
     # on the CPU: RNG states must be CPU byte tensors; model and optimiser states are
     # moved to the model's device by their load_state_dict
-    st = (torch.load(ckpt, map_location="cpu", weights_only=True)
-          if ckpt is not None and ckpt.exists() else None)
+    # (an unreadable one: CheckpointError naming it, before anything is written)
+    st = load_checkpoint(ckpt) if ckpt is not None and ckpt.exists() else None
     # a checkpoint of this evaluation continues in the layout and with the dropout masks it
     # was started with (either way, on either device; older checkpoints name neither and
     # drew ATen's masks), unless dropout_rng asks for other masks; a new one takes the
@@ -367,6 +369,7 @@ def train_classifier(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarra
             nonfinite_from = epoch + 1
         accs.append(accuracy(model, xte, yte))
         times.append(before + time.perf_counter() - t0)
+        failpoints.hit("step")  # (tests/test_kill.py)
         if ckpt is not None and ((epoch + 1) % checkpoint_every == 0 or epoch + 1 == epochs):
             state = {"args": key, "accs": accs, "model": model.state_dict(),
                      "opt": opt.state_dict(), "gen": gen.get_state(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
@@ -11,6 +12,8 @@ import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from . import failpoints
 
 PACKAGES = ("torch", "numpy", "scipy", "dp-accounting", "opacus", "datalens-lib")
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -145,20 +148,39 @@ def provenance() -> dict[str, Any]:
     return {"git_sha": git_sha(), "packages": package_versions(), "hardware": hardware()}
 
 
+class ResultsWriteError(OSError):
+    """A record, checkpoint or sample file could not be written (disk full, read-only or
+    not permitted); the file it would have replaced is intact."""
+
+
+#: the write failures a user can fix (the message says how), as opposed to a bug
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT}
+
+
+def _write_failed(path: Path, exc: OSError) -> ResultsWriteError:
+    what = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded",
+            errno.EROFS: "the file system is read-only"}.get(exc.errno, "writing is not "
+                                                           "permitted there")
+    return ResultsWriteError(
+        exc.errno, f"cannot write {path}: {what} ({exc.strerror}). Nothing was replaced: "
+        f"the previous {path.name}, if any, is intact. Free space or choose a writable "
+        "results folder (--out, DATALENS_RESULTS_ROOT), then run the command again "
+        "(training continues from its last checkpoint with --resume)")
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """``data`` to ``path`` through a unique temporary name in the same folder, synced, then
+    renamed: readers see the old file or the new one, never a half-written one, and two
+    writers never interleave (the last rename wins)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
+
+    def _write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+
+    atomic_save(path, _write)
 
 
 def _nan_to_none(obj: Any) -> Any:
@@ -182,13 +204,20 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 def atomic_save(path: Path, save_fn) -> None:
     """Call ``save_fn(tmp_path)`` then rename onto ``path``: never a half-written file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
         save_fn(tmp)
+        failpoints.hit("write.partial", tmp, target=path.name)
+        failpoints.hit("write.before_rename", target=path.name)
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+        failpoints.hit("write.after_rename", target=path.name)
+    except BaseException as exc:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        if (isinstance(exc, OSError) and not isinstance(exc, ResultsWriteError)
+                and exc.errno in _WRITE_ERRNOS):
+            raise _write_failed(path, exc) from exc
         raise

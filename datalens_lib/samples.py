@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -103,12 +105,19 @@ def load_samples(path: str | Path, *, shape: tuple[int, int, int] | None = None,
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no sample file at {path}")
-    with np.load(path) as f:
-        missing = {"x", "y"} - set(f.files)
-        if missing:
-            raise ValueError(f"{path}: an .npz with arrays 'x' (images) and 'y' (labels) is "
-                             f"expected; missing {sorted(missing)} (it has {f.files})")
-        x, y = f["x"], f["y"]
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            missing = {"x", "y"} - set(f.files)
+            if missing:
+                raise ValueError(f"{path}: an .npz with arrays 'x' (images) and 'y' (labels) "
+                                 f"is expected; missing {sorted(missing)} (it has {f.files})")
+            x, y = f["x"], f["y"]
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, zlib.error) as e:
+        if isinstance(e, ValueError) and str(e).startswith(str(path)):
+            raise  # (ours, above)
+        raise ValueError(f"{path} cannot be read ({type(e).__name__}: {e}): the sample file "
+                         "is truncated or corrupt; write it again (train --resume re-samples "
+                         "a finished run) or restore it") from None
     return check_images(x, y, shape=shape, num_classes=num_classes, where=str(path),
                         keep_float_dtype=keep_float_dtype)
 

@@ -26,7 +26,8 @@
 # default 2, slots of its own): a record's training time is measured beside all that. Records
 # reach the stage (one rename per item) and the tars under a lock. Every job is killed at
 # GPU_QUEUE_HARD, so the final wait ends before the call's own limit.
-# For a dry run off the GPU (tests/test_gpu_queue.py): GPU_SETUP, DL, GPU_NAME and OUT.
+# For a dry run off the GPU (tests/test_gpu_queue.py): GPU_SETUP, DL, GPU_NAME, OUT and
+# QUEUE_CLOCK (now, below).
 set -uo pipefail
 : "${OUT:?OUT names the folder whose files come back}"
 ${GPU_SETUP:-. scripts/gpu_setup.sh} || { echo "wheel install failed"; exit 1; }
@@ -65,9 +66,15 @@ pack() { $PY scripts/gpu_pack.py "$STAGE" "$CALL" "$OUT" "$PACKED" "$TAR_BYTES";
   [[ -s $CALL ]] && pack
 ) 9>"$LOCK"
 
-left() { echo $((BUDGET - SECONDS)); }
+# now: the call's clock, in seconds since its start (bash's SECONDS); every reading of the time
+# below goes through it. A dry run (tests/test_gpu_queue.py) sets QUEUE_CLOCK to a file that
+# holds a fake clock instead (whole seconds, replaced by a rename), which its fake jobs advance
+# by their declared durations, and puts a fake `timeout` first in PATH that applies run_job's
+# limit on that clock too: no verdict there depends on how fast the machine is.
+now() { if [[ -n ${QUEUE_CLOCK:-} ]]; then echo "$(<"$QUEUE_CLOCK")"; else echo "$SECONDS"; fi; }
+left() { echo $((BUDGET - $(now))); }
 run_job() {  # a command, killed at the hard limit
-  local t=$((HARD - SECONDS))
+  local t=$((HARD - $(now)))
   ((t > 5)) || { echo "[gpu-queue] no time left for: $*" >&2; return 124; }
   timeout "$t" "$@"
 }
@@ -142,15 +149,15 @@ eval_job() {  # out, item, label, t0, estimate key (empty: none), target (main|s
     run_job $DL publish-samples "$out" --dest "$out" | tail -1 || exit 1
     stage "$out" "$rel" "${files[@]}" samples-10k.npz || exit 1
     touch "$out/.staged"
-    [[ -n $key ]] && set_estimate "$key" $((SECONDS - t0 + 15))
-    echo "[gpu-queue] $label: done in $((SECONDS - t0)) s"
+    [[ -n $key ]] && set_estimate "$key" $(($(now) - t0 + 15))
+    echo "[gpu-queue] $label: done in $(($(now) - t0)) s"
   ) 8>"$out/.finish.lock"
 }
 
 cell() {  # method, config, results folder, seed, then --set overrides (+snap: tab:lowdp)
   local method=$1 cfg=$2 folder=$3 seed=$4; shift 4
   local out=runs/gpu/$method/$cfg/$folder rel=data/results/$method/$cfg/$folder
-  local label=$method/$cfg/$folder need key t0=$SECONDS sets=() budgets=() kv b
+  local label=$method/$cfg/$folder need key t0=$(now) sets=() budgets=() kv b
   [[ -f $STAGE/$rel/eval-600ep.json || -f $rel/eval-600ep.json ]] && return
   for kv in "$@"; do  # +snap: generator snapshots at eps 0.2 .. 0.8 (tab:lowdp), evaluated
     if [[ $kv == +snap ]]; then budgets=(0.2 0.4 0.6 0.8); else sets+=(--set "$kv"); fi
@@ -178,7 +185,7 @@ cell() {  # method, config, results folder, seed, then --set overrides (+snap: t
     fi
     if ! grep -qs '"status": "complete"' "$out/run.json"; then
       echo "[gpu-queue] $label: training failed or cut"
-      ((!resumable && SECONDS - t0 > need)) && set_estimate "$key" $((SECONDS - t0 + 15))
+      ((!resumable && $(now) - t0 > need)) && set_estimate "$key" $(($(now) - t0 + 15))
       return
     fi
   else
@@ -207,12 +214,12 @@ dpsgd_cell() {  # cell, method, k, eps, seeds[, scope[, dataset]]: one tab:dpsgd
     echo "[gpu-queue] dpsgd $ds $cell: skipped, $(left) s left < $need s per cell"; return
   fi
   echo "[gpu-queue] dpsgd $ds $cell, $seeds seeds ($(left) s left)"
-  t0=$SECONDS
+  t0=$(now)
   if run_job $DL dpsgd --dataset "$ds" --method "$m" --k "$k" --epsilon "$eps" \
       --seeds "$seeds" --profile paper --out "$out" --device cuda --set "scope=$scope" \
       --quiet 2>&1 | tail -1; then  # seeds finished in an earlier call are skipped
     stage "$out" "$rel" $(cd "$out" && ls seed*.json) summary.json
-    (( SECONDS - t0 > 60 )) && set_estimate dpsgd $((SECONDS - t0 + 10))
+    (( $(now) - t0 > 60 )) && set_estimate dpsgd $(($(now) - t0 + 10))
   fi
 }
 
@@ -231,7 +238,7 @@ dpsgd_search() {  # cell, method, k, eps, seeds: a budget tab:dpsgd-search lacks
   if [[ -f $rel/search/search.json ]]; then  # a committed search: its points are reused
     copy_new "$base/search" "$rel"/search/point*.json && resumed=1
   fi
-  t0=$SECONDS
+  t0=$(now)
   run_job $DL dpsgd --dataset mnist --method "$m" --k "$k" --epsilon "$eps" \
     --seeds "$seeds" --profile paper --search "$base/search" --out "$base/paper" \
     --device cuda --quiet 2>&1 | tail -2 && ok=1
@@ -243,7 +250,7 @@ dpsgd_search() {  # cell, method, k, eps, seeds: a budget tab:dpsgd-search lacks
   fi
   if ((ok)) && [[ -f $base/paper/summary.json ]]; then
     stage "$base/paper" "$rel/paper" $(cd "$base/paper" && ls seed*.json) summary.json
-    ((resumed)) || set_estimate dpsgd-search $((SECONDS - t0 + 10))
+    ((resumed)) || set_estimate dpsgd-search $(($(now) - t0 + 10))
   fi
 }
 
@@ -289,7 +296,7 @@ dpsgd_control() {  # topagg, k, eps [scope]: tab:control's five scenarios on MNI
     echo "[gpu-queue] dpsgd $name: skipped, $(left) s left < $need s"; return
   fi
   echo "[gpu-queue] dpsgd $name: ${#missing[@]} scenarios to run, 5 seeds each ($(left) s left)"
-  t0=$SECONDS
+  t0=$(now)
   run_job $DL dpsgd --control --dataset mnist --k "$k" --epsilon "$eps" --seeds 5 \
     --profile paper --out "$out" --device cuda --set "scope=$scope" "${searchargs[@]}" \
     --quiet 2>&1 | tail -5
@@ -299,7 +306,7 @@ dpsgd_control() {  # topagg, k, eps [scope]: tab:control's five scenarios on MNI
     stage "$d" "data/results/dpsgd/mnist/$name-$s/paper" $(cd "$d" && ls ./*.json) \
       && n=$((n + 1))
   done
-  echo "[gpu-queue] dpsgd $name: $n scenarios in $((SECONDS - t0)) s"
+  echo "[gpu-queue] dpsgd $name: $n scenarios in $(($(now) - t0)) s"
 }
 
 # Issue 13's DP-SGD items, in order of need. They run in DPSGD_LANES background lanes (item i
@@ -457,6 +464,6 @@ for cfg in mnist-eps1 fashion-mnist-eps1; do
     cell datalens "$cfg" "paper-${kv/=/}" 0 chunk=1000 "$kv"
   done
 done
-echo "[gpu-queue] queue walked after $SECONDS s; waiting for the background jobs"
+echo "[gpu-queue] queue walked after $(now) s; waiting for the background jobs"
 wait
-echo "[gpu-queue] stopped after $SECONDS s; $(cat "$OUT"/records-*.tar 2>/dev/null | tar -tif - 2>/dev/null | grep -c json) records in $(ls "$OUT" | grep -c '^records-') tar(s)"
+echo "[gpu-queue] stopped after $(now) s; $(cat "$OUT"/records-*.tar 2>/dev/null | tar -tif - 2>/dev/null | grep -c json) records in $(ls "$OUT" | grep -c '^records-') tar(s)"

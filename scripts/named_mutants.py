@@ -59,15 +59,15 @@ BUGS: dict[str, tuple[str, str, str]] = {
         "datalens_lib/datalens.py", "b0 = (st.step % self.batches_per_epoch) * self.batch",
         "b0 = 0"),
     "atomic write replaced by a direct write": (
-        "datalens_lib/provenance.py", "        save_fn(tmp)\n        os.replace(tmp, path)",
-        "        save_fn(str(path))"),
+        "datalens_lib/provenance.py",
+        "        save_fn(tmp)\n        failpoints.hit(\"write.partial\", tmp, target=path.name)\n"
+        "        failpoints.hit(\"write.before_rename\", target=path.name)\n"
+        "        os.replace(tmp, path)\n",
+        "        save_fn(str(path))\n"),
     "json write not atomic": (
-        "datalens_lib/provenance.py", "        os.replace(tmp, path)\n    except BaseException:\n"
-        "        if os.path.exists(tmp):\n            os.unlink(tmp)\n        raise\n\n\n"
-        "def _nan_to_none",
-        "        path.write_bytes(data)\n    except BaseException:\n"
-        "        if os.path.exists(tmp):\n            os.unlink(tmp)\n        raise\n\n\n"
-        "def _nan_to_none"),
+        "datalens_lib/provenance.py", "            os.fsync(fh.fileno())\n\n"
+        "    atomic_save(path, _write)\n",
+        "            os.fsync(fh.fileno())\n\n    _write(str(path))\n"),
     "runner's up-to-date check ignores the notebook source": (
         "datalens_lib/runner.py", '{"parameters": parameters, "source": src.read_text()}',
         '{"parameters": parameters}'),

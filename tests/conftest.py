@@ -1,4 +1,5 @@
 import gzip
+import os
 import struct
 from pathlib import Path
 
@@ -23,6 +24,11 @@ def write_idx(path: Path, array: np.ndarray, compress: bool = True) -> bytes:
     return raw
 
 
+#: the start of every skip reason for a dataset the test could not find: the suite counts
+#: them (``pytest_terminal_summary``) and fails where ``$DATALENS_REQUIRE_DATA`` is set (CI)
+MISSING_DATA = "missing data:"
+
+
 def real_dataset_dir(name: str) -> Path:
     """Folder of a real dataset, or skip (CI sets DATALENS_DATA_DIR to ../shared/datasets)."""
     try:
@@ -30,7 +36,7 @@ def real_dataset_dir(name: str) -> Path:
     except DatasetNotFoundError:
         if (SHARED / name).is_dir():
             return SHARED / name
-        pytest.skip(f"real {name} not available here")
+        pytest.skip(f"{MISSING_DATA} real {name} not available here (`make data`)")
 
 
 def require_datasets(*names: str) -> None:
@@ -42,7 +48,33 @@ def require_datasets(*names: str) -> None:
         try:
             resolve_dataset_dir(name)
         except DatasetNotFoundError:
-            pytest.skip(f"real {name} not found by the code's lookup (set DATALENS_DATA_DIR)")
+            pytest.skip(f"{MISSING_DATA} real {name} not found by the code's lookup "
+                        "(`make data`, or set DATALENS_DATA_DIR)")
+
+
+def _missing_data_skips(terminalreporter) -> int:
+    return sum(1 for rep in terminalreporter.stats.get("skipped", [])
+               if MISSING_DATA in str(getattr(rep, "longrepr", "")))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Say how many tests were skipped because a dataset was missing; with
+    ``$DATALENS_REQUIRE_DATA`` set (``.ci/run``), any such skip fails the run."""
+    n = _missing_data_skips(terminalreporter)
+    if n:
+        terminalreporter.write_line(f"{n} test(s) skipped for missing data: run `make data` "
+                                    "(or set DATALENS_DATA_DIR)", yellow=True)
+        if os.environ.get("DATALENS_REQUIRE_DATA"):
+            terminalreporter.write_line("DATALENS_REQUIRE_DATA is set: a skip for missing data "
+                                        "fails the run", red=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if (os.environ.get("DATALENS_REQUIRE_DATA") and exitstatus == 0
+            and not hasattr(session.config, "workerinput")):
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and _missing_data_skips(reporter):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 #: Unit tests of single functions first, then the end-to-end ones (trainer runs, the CLI,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import MISSING_DATA
 from test_results import PAPER_TEX
 
 from datalens_lib import book, cli, provenance, store
@@ -1305,7 +1306,7 @@ def test_gpate_ledger_steps_match_the_committed_sound_run():
     committed paper run of MNIST eps = 1 (stopped on the paper ledger) took; the tighter
     ledgers allow more, PLD the most; the official run's steps stay under its cap."""
     if book.data_status("mnist"):
-        pytest.skip("needs MNIST (the training set size sets the batch)")
+        pytest.skip(f"{MISSING_DATA} needs MNIST (the training set size sets the batch)")
     t = book.gpate_ledger_steps().set_index("config")
     committed = Path(__file__).resolve().parents[1] / "data" / "results" / "gpate"
     rec = json.loads((committed / "mnist-eps1" / "paper" / "run.json").read_text())

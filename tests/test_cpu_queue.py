@@ -17,22 +17,56 @@ from conftest import FAKE_DL_HEAD
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# fake `datalens`: writes the files the queue expects; logs start/end times and threads
-FAKE_DL = FAKE_DL_HEAD + r"""echo "start $(date +%s.%N) ${OMP_NUM_THREADS:-all} $cmd $*" >> "$LOG"
+# fake `datalens`: writes the files the queue expects; logs its start and its end, with its
+# threads, one line each in LOG. The lines' order is the tests' clock: no time is read, no work
+# is slept; jobs that must run side by side wait for each other (barriers)
+FAKE_DL = FAKE_DL_HEAD + r"""exec 9>"$LOG.lock"
+args="$*"
+note() { flock 9; echo "$1 ${OMP_NUM_THREADS:-all} $cmd $args" >> "$LOG"; flock -u 9; }
+starts() { local n=0; [[ -f $LOG ]] && n=$(grep -c "^start $1" "$LOG"); echo "$n"; }  # PREFIX
+hold() {  # until "$@" holds: a barrier, not a duration; the cap only keeps a broken queue from
+  # hanging the test (a correct one never reaches it)
+  local cap=$((SECONDS + ${FAKE_CAP_S:-600}))
+  until "$@"; do
+    ((SECONDS < cap)) || { echo "$cmd $args: gave up waiting until $*" >> "$LOG.stuck"; return; }
+    sleep 0.1
+  done
+}
+# FAKE_PAIRS="CMD N": the first N one-thread calls of CMD run in pairs, each lasting until the
+# other of its pair has started (two lanes side by side)
+read -r pair npair <<<"${FAKE_PAIRS:-}"
+paired() { (($(starts "1 $pair ") >= $1)); }
+seq=-1
+flock 9
+[[ $cmd == "$pair" && ${OMP_NUM_THREADS:-} == 1 ]] && seq=$(starts "1 $cmd ")
+echo "start ${OMP_NUM_THREADS:-all} $cmd $args" >> "$LOG"
+flock -u 9
+((seq >= 0 && seq < ${npair:-0})) && hold paired $(((seq / 2 + 1) * 2))
+# FAKE_SEARCH_WAITS: a DP-SGD call that reads a search (--search DIR: the search job's and the
+# control job's) lasts until another call that reads it has started, or until another job waits
+# for that search's lock (/proc/locks): without the lock they would run at once
+partner() {  # DIR LOCKFILE
+  (($(grep "^start " "$LOG" | grep -cF -- "--search $1") >= 2)) && return
+  local inode
+  inode=$(stat -c %i "$2" 2>/dev/null) && grep -q -- "-> FLOCK .*:$inode " /proc/locks
+}
+search=$(arg --search "$@")
+if [[ -n ${FAKE_SEARCH_WAITS:-} && $cmd == dpsgd && -n $search && $search != *"{cell}"* ]]; then
+  hold partner "$search" "runs/queue/locks/search-$(basename "$(dirname "$search")").lock"
+fi
 case $cmd in
-  train) out=$(arg --out "$@"); mkdir -p "$out"; sleep 0.3
+  train) out=$(arg --out "$@"); mkdir -p "$out"
          if [[ " $* " == *" --until-last-snapshot "* ]]; then
            echo '{"status": "snapshots"}' > "$out/snapshots.json"
          else echo '{"status": "complete"}' > "$out/run.json"; fi ;;
   evaluate) snap=$(arg --snapshot "$@"); name=$(arg --name "$@")
-            sleep 1  # (long enough for lanes to overlap)
             if [[ -n $snap ]]; then echo '{}' > "$1/snapshot-eps$snap-eval-1ep.json"
             elif [[ -n $name ]]; then echo '{}' > "$1/$name"
             else echo '{}' > "$1/eval-1ep.json"; fi ;;
   publish-samples) d=$(arg --dest "$@"); echo x > "$d/samples-10k.npz"  # then, as the real
                    # command, the subset is recorded in run.json
                    echo '{"status": "complete", "published_samples": {}}' > "$d/run.json" ;;
-  dpsgd) out=$(arg --out "$@"); search=$(arg --search "$@"); eps=$(arg --epsilon "$@")
+  dpsgd) out=$(arg --out "$@"); eps=$(arg --epsilon "$@")
          if [[ $eps == *,* ]]; then  # several budgets: each cell's folders ({cell} in them)
            for e in ${eps//,/ }; do
              c=$(arg --method "$@")-k$(arg --k "$@")-eps$e
@@ -40,15 +74,13 @@ case $cmd in
              for f in point0 search; do echo '{}' > "${search//\{cell\}/$c}/$f.json"; done
              for f in seed0 summary; do echo '{}' > "${out//\{cell\}/$c}/$f.json"; done
            done
-           echo "end $(date +%s.%N) ${OMP_NUM_THREADS:-all} $cmd $*" >> "$LOG"; exit 0
+           note end; exit 0
          fi
          # as the real command: a search whose points are all there is not trained again
          if [[ -n $search && ! -f $search/point0.json ]]; then
-           echo "searched $(date +%s.%N) $search" >> "$LOG.search"
-           mkdir -p "$search"; sleep 1.5; echo '{}' > "$search/point0.json"; fi
+           echo "searched $search" >> "$LOG.search"
+           mkdir -p "$search"; echo '{}' > "$search/point0.json"; fi
          [[ -n $search ]] && echo '{}' > "$search/search.json"
-         # (a plain cell outlasts the jitter of the lanes' start)
-         if [[ -n $search ]]; then sleep 1; else sleep 3; fi
          # a progress bar as tqdm draws it (redraws separated by \r, no newline) and the
          # redraw interval the queue sets
          printf 'bar 1/2 tqdm=%s\rbar 2/2 tqdm=%s\r' "${TQDM_MININTERVAL:-unset}" \
@@ -62,7 +94,7 @@ case $cmd in
          fi ;;
   *) echo "fake dl: unknown command $cmd" >&2; exit 2 ;;
 esac
-echo "end $(date +%s.%N) ${OMP_NUM_THREADS:-all} $cmd $*" >> "$LOG"
+note end
 """
 
 JOBS = [
@@ -93,21 +125,34 @@ def queue_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _log(queue_dir: Path) -> list[tuple[str, float, str, str]]:
+def _log(queue_dir: Path) -> list[tuple[str, int, str, str]]:
+    """The fake's calls: start or end, its place in the log (the order things happened: the
+    tests' clock), its threads and its command line."""
     rows = []
-    for line in (queue_dir / "dl.log").read_text().splitlines():
-        kind, t, threads, rest = line.split(" ", 3)
-        rows.append((kind, float(t), threads, rest))
+    for n, line in enumerate((queue_dir / "dl.log").read_text().splitlines()):
+        kind, threads, rest = line.split(" ", 2)
+        rows.append((kind, n, threads, rest))
     return rows
 
 
+def _queue(queue_dir: Path, env: dict[str, str], *jobs: str) -> subprocess.CompletedProcess:
+    """Run the queue (the timeout: a hang guard only); no barrier of the fake gave up."""
+    res = subprocess.run(["bash", "scripts/cpu_queue.sh", *jobs], cwd=queue_dir, env=env,
+                         capture_output=True, text=True, timeout=900)
+    stuck = queue_dir / "dl.log.stuck"
+    assert not stuck.exists(), stuck.read_text() + res.stdout[-2000:]
+    return res
+
+
 def test_dpsgd_jobs_run_in_one_thread_lanes_and_the_rest_alone(queue_dir: Path):
+    # the first two DP-SGD jobs each last until the other has started; the search job and the
+    # control job, until the other has started or waits for the search's lock (/proc/locks)
     env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
            "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "\n".join(JOBS),
-           "CPU_QUEUE_DPSGD_LANES": "2"}
+           "CPU_QUEUE_DPSGD_LANES": "2", "FAKE_PAIRS": "dpsgd 2",
+           "FAKE_SEARCH_WAITS": "1" if Path("/proc/locks").exists() else ""}
     env.pop("OMP_NUM_THREADS", None)
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = _queue(queue_dir, env)
     assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
     rows = _log(queue_dir)
     dpsgd = [r for r in rows if r[3].startswith("dpsgd")]
@@ -157,8 +202,7 @@ def test_dpsgd_jobs_run_in_one_thread_lanes_and_the_rest_alone(queue_dir: Path):
     assert len((queue_dir / "dl.log.python").read_text().splitlines()) == 1
     assert not list((queue_dir / "runs" / "queue" / "locks").glob("cells-*"))
     # a job run alone by number computes its own cell name
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh", "6"], cwd=queue_dir, env=env,
-                         capture_output=True, text=True, timeout=120)
+    res = _queue(queue_dir, env, "6")
     assert res.returncode == 0 and "gmdp-eps0.2: already committed" in res.stdout, res.stdout
     assert len((queue_dir / "dl.log.python").read_text().splitlines()) == 2
 
@@ -173,8 +217,7 @@ def test_a_committed_search_is_reused_not_searched_again(queue_dir: Path):
     env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
            "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "\n".join(JOBS[2:4]),
            "CPU_QUEUE_DPSGD_LANES": "2"}
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = _queue(queue_dir, env)
     assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
     assert not (queue_dir / "dl.log.search").exists()
     assert (queue_dir / "runs/queue/dpsgd/mnist/normtopk-k0.8-eps0.1/search/point0.json"
@@ -186,8 +229,7 @@ def test_a_family_job_searches_its_budgets_in_one_command_and_copies_every_cell(
     env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
            "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "dpsgd-family normtopk 0.8 0.3,0.5 1",
            "CPU_QUEUE_DPSGD_LANES": "2"}
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = _queue(queue_dir, env)
     assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
     calls = [r for r in _log(queue_dir) if r[0] == "start"]
     assert len(calls) == 1 and "--epsilon 0.3,0.5 " in calls[0][3]
@@ -197,8 +239,7 @@ def test_a_family_job_searches_its_budgets_in_one_command_and_copies_every_cell(
         for rel in ("search/search.json", "search/point0.json", "paper/seed0.json",
                     "paper/summary.json"):
             assert (cell / rel).exists(), (e, rel)
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = _queue(queue_dir, env)
     assert "(searched together): already committed, skipped" in res.stdout, res.stdout
     assert len([r for r in _log(queue_dir) if r[0] == "start"]) == 1
 
@@ -217,8 +258,7 @@ def test_a_family_job_keeps_a_committed_cell_and_hands_its_seeds_to_the_command(
            "PYTHONPATH": str(ROOT), "CPU_QUEUE_DPSGD_LANES": "2",
            "CPU_QUEUE_JOBS": "dpsgd-family normtopk 0.8 0.3,0.5 1\n"
                              "dpsgd-family normtopk 0.8 0.5,1.0 1"}
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = _queue(queue_dir, env)
     assert "normtopk-k0.8-eps0.5: committed before, left as it is" in res.stdout, res.stdout
     for rel in ("search/search.json", "paper/seed0.json", "paper/summary.json"):
         assert json.loads((done / rel).read_text()) == {"committed": True}, rel
@@ -237,12 +277,13 @@ def test_a_snapshot_job_evaluates_its_own_samples_alone_then_the_snapshots_in_la
     thread (the remainder of 5 over 2 lanes), then the four snapshots two at a time, one torch
     thread each, overlapping; every record is copied. A killed job's finished evaluations are
     not run again."""
+    # each one-thread evaluation lasts until the other of its pair (in start order) has started
     env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
-           "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "datalens mnist-eps1 paper-x 1 +snap"}
+           "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "datalens mnist-eps1 paper-x 1 +snap",
+           "FAKE_PAIRS": "evaluate 4"}
     env.pop("OMP_NUM_THREADS", None)
     env.pop("CPU_QUEUE_EVAL_LANES", None)
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = _queue(queue_dir, env)
     assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
     ev = {}
     for kind, t, threads, rest in _log(queue_dir):
@@ -268,8 +309,7 @@ def test_a_snapshot_job_evaluates_its_own_samples_alone_then_the_snapshots_in_la
         (queue_dir / f"runs/queue/mnist-eps1/paper-x/snapshot-eps{b}-eval-1ep.json").unlink()
         (dest / f"snapshot-eps{b}-eval-1ep.json").unlink()
     (queue_dir / "dl.log").unlink()
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = _queue(queue_dir, env)
     assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
     starts = [r for r in _log(queue_dir) if r[0] == "start"]
     assert sorted(r[3].split("--snapshot ")[1].split()[0] for r in starts) == ["0.6", "0.8"]
@@ -297,8 +337,7 @@ def test_a_committed_run_whose_snapshots_were_lost_is_trained_again_up_to_its_la
         '{"here": 1}')  # a committed record is never overwritten by the run folder's)
     env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
            "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "gpate mnist-eps1 cpu 1 +snap"}
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = _queue(queue_dir, env)
     assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
     starts = [r[3] for r in _log(queue_dir) if r[0] == "start"]
     trains = [r for r in starts if r.startswith("train")]
@@ -316,8 +355,7 @@ def test_a_committed_run_whose_snapshots_were_lost_is_trained_again_up_to_its_la
     for b in ("0.2", "0.4", "0.6", "0.8"):
         assert (dest / f"snapshot-eps{b}-eval-1ep.json").exists()
     (queue_dir / "dl.log").unlink()
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = _queue(queue_dir, env)
     assert "already committed, skipped" in res.stdout and not (queue_dir / "dl.log").exists()
 
 
@@ -329,8 +367,7 @@ def test_a_failed_snapshot_evaluation_fails_the_job(queue_dir: Path):
         'evaluate) snap=$(arg --snapshot "$@"); [[ $snap == 0.4 ]] && exit 3;'))
     env = {**os.environ, "DL": str(fake), "LOG": str(queue_dir / "dl.log"),
            "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "datalens mnist-eps1 paper-x 1 +snap"}
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = _queue(queue_dir, env)
     assert "an evaluation FAILED" in res.stdout, res.stdout + res.stderr
     assert "FAILED (exit" in res.stdout
     dest = queue_dir / "data/results/datalens/mnist-eps1/paper-x"
@@ -345,22 +382,19 @@ def test_a_published_subset_missing_from_run_json_is_published_again(queue_dir: 
     again instead of skipping it; records land under their own names, no temporary file."""
     env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
            "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "datalens mnist-eps1 paper-x 1"}
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = _queue(queue_dir, env)
     assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
     dest = queue_dir / "data/results/datalens/mnist-eps1/paper-x"
     assert sorted(p.name for p in dest.iterdir()) == ["eval-1ep.json", "run.json",
                                                       "samples-10k.npz"]
     (dest / "run.json").write_text('{"status": "complete"}')  # the kill's leftover
     (queue_dir / "dl.log").unlink()
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = _queue(queue_dir, env)
     assert res.returncode == 0 and "already committed" not in res.stdout, res.stdout
     starts = [r[3].split()[0] for r in _log(queue_dir) if r[0] == "start"]
     assert starts == ["publish-samples"], starts  # trained and evaluated before: only this
     assert "published_samples" in (dest / "run.json").read_text()
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = _queue(queue_dir, env)
     assert "already committed, skipped" in res.stdout, res.stdout
 
 
@@ -372,15 +406,15 @@ def test_small_batch_dpgan_cells_share_lanes_only_if_asked_and_a_large_batch_one
     after the other, each with every thread."""
     jobs = ["dpgan mnist-eps1 cpu 1", "dpgan fashion-mnist-eps1 cpu 1",
             "dpgan mnist-eps1-large cpu 1", "dpgan mnist-eps1 cpu-eps0.2 1 epsilon=0.2"]
+    # two one-thread trainings: each lasts until the other has started
     env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
            "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "\n".join(jobs),
-           "CPU_QUEUE_DPSGD_LANES": "2"}
+           "CPU_QUEUE_DPSGD_LANES": "2", "FAKE_PAIRS": "train 2"}
     env.pop("CPU_QUEUE_DPGAN_LANES", None)
     if dpgan_lanes:
         env["CPU_QUEUE_DPGAN_LANES"] = dpgan_lanes
     env.pop("OMP_NUM_THREADS", None)
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = _queue(queue_dir, env)
     assert res.returncode == 0 and "FAILED" not in res.stdout, res.stdout + res.stderr
     spans: dict[str, dict] = {}
     budget = [rest for kind, _, _, rest in _log(queue_dir)
@@ -419,8 +453,7 @@ def test_an_eval_job_scores_a_runs_samples_under_its_own_name_and_only_once(queu
             "eval mnist-eps1/paper-gone eval-1ep-seed2.json 1 --seed 2"]
     env = {**os.environ, "DL": str(queue_dir / "fake-dl"), "LOG": str(queue_dir / "dl.log"),
            "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "\n".join(jobs)}
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
-                         capture_output=True, text=True, timeout=300)
+    res = _queue(queue_dir, env)
     assert res.returncode == 0, res.stdout + res.stderr
     calls = [rest for kind, _, _, rest in _log(queue_dir) if kind == "start"]
     assert calls == ["evaluate runs/queue/mnist-eps1/paper-x --epochs 1 --name eval-1ep-seed2.json "
@@ -428,8 +461,7 @@ def test_an_eval_job_scores_a_runs_samples_under_its_own_name_and_only_once(queu
     dest = queue_dir / "data" / "results" / "datalens" / "mnist-eps1" / "paper-x"
     assert (dest / "eval-1ep-seed2.json").exists()
     assert "paper-gone/eval-1ep-seed2.json: skipped, the run's 100k samples" in res.stdout
-    again = subprocess.run(["bash", "scripts/cpu_queue.sh"], cwd=queue_dir, env=env,
-                           capture_output=True, text=True, timeout=300)
+    again = _queue(queue_dir, env)
     assert "eval mnist-eps1/paper-x/eval-1ep-seed2.json: already committed, skipped" \
         in again.stdout
     assert len([r for r in _log(queue_dir) if r[0] == "start"]) == 1
@@ -452,7 +484,7 @@ def test_pinned_collect_copies_complete_records_only(tmp_path: Path):
     (repo / "data/results/dpgan/x/cpu/eval-30ep.json").write_text('{"paper": 0.4}')
     res = subprocess.run(["bash", "scripts/cpu_queue_pinned.sh", "--collect"], cwd=repo,
                          env={**os.environ, "DATALENS_QUEUE_TREE": str(tree)},
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout + res.stderr
     got = repo / "data/results/dpgan/x/cpu"
     assert sorted(p.name for p in got.iterdir()) == ["eval-30ep.json", "run.json"]
@@ -479,11 +511,9 @@ def test_a_list_of_jobs_runs_in_its_order_and_a_failed_job_is_retried_once(queue
             "datalens mnist-eps1 paper-plain 1"]
     env = {**os.environ, "DL": str(flaky), "LOG": str(queue_dir / "dl.log"),
            "PYTHONPATH": str(ROOT), "CPU_QUEUE_JOBS": "\n".join(jobs), "CPU_QUEUE_RETRY_S": "0"}
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh", "3", "4"], cwd=queue_dir, env=env,
-                         capture_output=True, text=True, timeout=60)
+    res = _queue(queue_dir, env, "3", "4")
     assert res.returncode == 2 and "usage" in res.stderr and not (queue_dir / "dl.log").exists()
-    res = subprocess.run(["bash", "scripts/cpu_queue.sh", "3", "2", "1"], cwd=queue_dir,
-                         env=env, capture_output=True, text=True, timeout=120)
+    res = _queue(queue_dir, env, "3", "2", "1")
     assert res.returncode == 0, res.stdout + res.stderr
     trains = [r[3].split("--out ")[1].split()[0] for r in _log(queue_dir)
               if r[0] == "start" and r[3].startswith("train")]

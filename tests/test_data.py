@@ -1,7 +1,11 @@
 import dataclasses
+import functools
 import gzip
 import hashlib
+import http.server
+import os
 import pickle
+import threading
 import urllib.error
 
 import numpy as np
@@ -13,6 +17,7 @@ from datalens_lib.data import (
     DatasetFileError,
     DatasetNotFoundError,
     candidate_dirs,
+    ensure_dataset,
     fetch_dataset,
     load_dataset,
     official_split_overlap,
@@ -258,3 +263,117 @@ def test_fetch_from_mirror_verifies_checksums(tmp_path, monkeypatch):
     monkeypatch.setitem(registry.REGISTRY, "mnist", dataclasses.replace(spec, checksums=bad))
     with pytest.raises(DatasetFileError, match="wrong SHA-256"):
         fetch_dataset("mnist", tmp_path / "dest2")
+
+
+# ---------------------------------------------------------------- ensure (make data)
+
+
+@pytest.fixture()
+def http_mirror(tmp_path):
+    """A local HTTP server over ``tmp_path/mirror`` holding a small fake MNIST (IDX, gzip):
+    yields (base URL, checksums, list of the paths it was asked for)."""
+    mirror = tmp_path / "mirror"
+    shas = _fake_mnist(mirror)
+    asked: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):  # keep the test output clean
+            pass
+
+        def do_GET(self):
+            asked.append(self.path)
+            super().do_GET()
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Handler, directory=str(mirror)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/", shas, asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _isolated_lookup(tmp_path, monkeypatch, urls, shas):
+    monkeypatch.setattr(registry, "REPO_ROOT", tmp_path / "repo")
+    monkeypatch.setattr(registry, "SYSTEM_DATA_DIR", tmp_path / "system")
+    monkeypatch.setenv("DATALENS_DATA_DIR", str(tmp_path / "env"))
+    spec = dataclasses.replace(registry.REGISTRY["mnist"], urls=urls, checksums=shas)
+    monkeypatch.setitem(registry.REGISTRY, "mnist", spec)
+
+
+def test_ensure_fetches_over_http_into_the_first_folder_then_only_verifies(
+        tmp_path, monkeypatch, http_mirror):
+    base, shas, asked = http_mirror
+    _isolated_lookup(tmp_path, monkeypatch, (base,), shas)
+    folder = ensure_dataset("mnist")
+    assert folder == tmp_path / "env" / "mnist"  # $DATALENS_DATA_DIR first
+    assert sorted(asked) == sorted(f"/{n}.gz" for n in shas)
+    assert load_dataset("mnist").x_train.shape == (6, 1, 28, 28)
+    asked.clear()
+    assert ensure_dataset("mnist") == folder and asked == []  # found: nothing fetched
+
+
+def test_ensure_without_env_fetches_into_data_raw(tmp_path, monkeypatch, http_mirror):
+    base, shas, _ = http_mirror
+    _isolated_lookup(tmp_path, monkeypatch, (base,), shas)
+    monkeypatch.delenv("DATALENS_DATA_DIR")
+    assert ensure_dataset("mnist") == tmp_path / "repo" / "data" / "raw" / "mnist"
+
+
+def test_ensure_verifies_a_found_copy_and_never_replaces_it(tmp_path, monkeypatch, http_mirror):
+    base, shas, asked = http_mirror
+    _isolated_lookup(tmp_path, monkeypatch, (base,), shas)
+    _fake_mnist(tmp_path / "system" / "mnist", value=7)  # found, but not the published files
+    before = (tmp_path / "system" / "mnist" / "train-images-idx3-ubyte.gz").read_bytes()
+    with pytest.raises(DatasetFileError, match="checksum mismatch for .*train-images"):
+        ensure_dataset("mnist")
+    assert asked == []
+    assert (tmp_path / "system" / "mnist" / "train-images-idx3-ubyte.gz").read_bytes() == before
+
+
+def test_ensure_offline_says_what_to_copy_where(tmp_path, monkeypatch, capsys):
+    _isolated_lookup(tmp_path, monkeypatch, ("http://127.0.0.1:9/",), {"x": "0" * 64})
+    with pytest.raises(DatasetNotFoundError, match="copy the files into .*env/mnist"):
+        ensure_dataset("mnist", timeout=5)
+    with pytest.raises(DatasetNotFoundError, match="not found"):
+        ensure_dataset("mnist", fetch=False)
+    from datalens_lib import cli
+
+    assert cli.main(["data", "ensure", "mnist", "--no-fetch"]) == 2
+    assert "datalens data fetch mnist" in capsys.readouterr().err
+    assert cli.main(["data", "ensure", "no-such-set"]) == 2
+    assert "unknown dataset 'no-such-set'" in capsys.readouterr().err
+
+
+def test_ensure_refuses_to_fetch_what_the_user_must_provide(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "REPO_ROOT", tmp_path / "repo")
+    monkeypatch.setattr(registry, "SYSTEM_DATA_DIR", tmp_path / "system")
+    monkeypatch.delenv("DATALENS_DATA_DIR", raising=False)
+    with pytest.raises(DatasetNotFoundError, match="CelebA cannot be downloaded"):
+        ensure_dataset("celeba-gender")
+
+
+@pytest.mark.parametrize("require", [False, True])
+def test_the_suite_counts_skips_for_missing_data_and_ci_fails_on_them(tmp_path, require):
+    """``make test`` says how many tests a missing dataset skipped; with
+    ``$DATALENS_REQUIRE_DATA`` (``.ci/run``) such a skip fails the run, another skip not."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
+    (tmp_path / "test_x.py").write_text(
+        "import pytest\nfrom conftest import MISSING_DATA\n\n"
+        "def test_a():\n    pytest.skip(MISSING_DATA + ' real mnist')\n\n"
+        "def test_b():\n    pytest.skip('another reason')\n\n"
+        "def test_c():\n    pass\n")
+    env = {k: v for k, v in os.environ.items() if k != "DATALENS_REQUIRE_DATA"}
+    if require:
+        env["DATALENS_REQUIRE_DATA"] = "1"
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert "1 test(s) skipped for missing data" in res.stdout, res.stdout
+    assert res.returncode == (1 if require else 0), res.stdout

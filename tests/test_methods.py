@@ -101,34 +101,6 @@ def _assert_same_run(whole, rec, dir_a, dir_b, name):
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
-def test_a_kill_between_checkpoints_resumes_to_the_same_run(name, tmp_path, mnist_dir):
-    """A process killed in step 3 with checkpoints every 2 steps: the resumed run redoes step 3
-    from the step-2 checkpoint and ends exactly where an uninterrupted run does."""
-    over = {"epochs": 3} if name == "dcgan" else {}  # DC-GAN's smoke run has 2 steps (epochs)
-    whole = Run(_method(name, mnist_dir, **over), tmp_path / "a", checkpoint_every=2,
-                progress=False).run()
-    assert whole["steps"] >= 3
-    m = _method(name, mnist_dir, **over)
-    real_step, calls = m.step, []
-
-    def step():
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt("killed")
-        return real_step()
-
-    m.step = step
-    with pytest.raises(KeyboardInterrupt):
-        Run(m, tmp_path / "b", checkpoint_every=2, progress=False).run()
-    assert not (tmp_path / "b" / "run.json").exists()
-    rec = Run(_method(name, mnist_dir, **over), tmp_path / "b", checkpoint_every=2,
-              progress=False).run(resume=True)
-    assert rec["resumed"] is True and rec["steps"] == whole["steps"]
-    assert rec["epsilon"] == whole["epsilon"]
-    _assert_same_run(whole, rec, tmp_path / "a", tmp_path / "b", name)
-
-
-@pytest.mark.parametrize("name", sorted(METHODS))
 def test_cli_trains_and_evaluates_every_method(name, tmp_path, mnist_dir, monkeypatch,
                                                 capsys):
     monkeypatch.setenv("DATALENS_DATA_DIR", str(mnist_dir.parent))

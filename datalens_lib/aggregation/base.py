@@ -37,7 +37,8 @@ AGGREGATORS = ("topagg", "d2pfed-coded", "d2pfed-paper", "fetchsgd-coded", "fetc
 
 
 def check_grads(grads: torch.Tensor) -> torch.Tensor:
-    """``grads`` must be a floating [Q, N, d] tensor (queries, teachers, dimensions)."""
+    """``grads`` must be a non-empty floating [Q, N, d] tensor (queries, teachers,
+    dimensions)."""
     if not isinstance(grads, torch.Tensor):
         raise ValueError(f"grads must be a torch.Tensor, got {type(grads).__name__}")
     if grads.dim() != 3:
@@ -45,6 +46,9 @@ def check_grads(grads: torch.Tensor) -> torch.Tensor:
                          f"got {tuple(grads.shape)}")
     if not grads.is_floating_point():
         raise ValueError(f"grads must be a floating-point tensor, got {grads.dtype}")
+    if grads.numel() == 0:
+        raise ValueError(f"grads must be non-empty (at least one query, teacher and "
+                         f"dimension); got shape {tuple(grads.shape)}")
     return grads
 
 

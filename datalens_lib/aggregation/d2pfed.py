@@ -155,8 +155,8 @@ class D2PFed(Aggregator):
         if self.c is not None:
             positive_float("c", self.c)
         elif self.variant == "coded":
-            raise ValueError("d2pfed-coded needs a clipping constant c (the official code "
-                             "divides by it)")
+            raise ValueError("c must be a positive finite number: d2pfed-coded needs a "
+                             "clipping constant c (the official code divides by it), got None")
 
     @property
     def name(self) -> str:  # type: ignore[override]

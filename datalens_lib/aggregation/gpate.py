@@ -21,7 +21,8 @@ import math
 
 import torch
 
-from .._validate import positive_float, positive_int
+from .._validate import interval, positive_float, positive_int
+from .base import check_grads
 
 
 def random_projection(queries: int, d: int, proj_dim: int, generator: torch.Generator,
@@ -38,15 +39,17 @@ def projected_histogram(grads: torch.Tensor, proj: torch.Tensor, clip: float,
 
     grads [Q, n, d] (queries, teachers of this chunk, dims), proj [Q, d, p]. A value exactly
     at +s falls in the last bin."""
-    if grads.dim() != 3 or proj.dim() != 3 or grads.shape[0] != proj.shape[0] \
-            or grads.shape[2] != proj.shape[1]:
+    grads = check_grads(grads)
+    if not isinstance(proj, torch.Tensor) or proj.dim() != 3 \
+            or grads.shape[0] != proj.shape[0] or grads.shape[2] != proj.shape[1]:
         raise ValueError(f"grads [Q, n, d] and proj [Q, d, p] do not match: "
-                         f"{tuple(grads.shape)}, {tuple(proj.shape)}")
+                         f"{tuple(grads.shape)}, {tuple(getattr(proj, 'shape', ()))}")
     s = positive_float("clip", clip)
     bins = positive_int("bins", bins)
     u = torch.bmm(grads.to(proj.dtype), proj)  # [Q, n, p]
     if not torch.isfinite(u).all():
-        raise ValueError("non-finite teacher gradients reached the G-PATE histogram")
+        raise ValueError("grads must be finite: non-finite teacher gradients (or their "
+                         "projections) reached the G-PATE histogram")
     u = u.clamp_(-s, s)
     idx = ((u + s) * (bins / (2 * s))).floor_().clamp_(0, bins - 1).long()
     counts = torch.zeros(u.shape[0], u.shape[2], bins, device=u.device, dtype=torch.float64)
@@ -64,8 +67,8 @@ def confident_gnmax(counts: torch.Tensor, n_teachers: int, sigma_thresh: float,
     n = positive_int("n_teachers", n_teachers)
     s1, s2 = positive_float("sigma_thresh", sigma_thresh), positive_float("sigma_vote",
                                                                           sigma_vote)
-    if not 0 < threshold_frac <= 1:
-        raise ValueError(f"threshold_frac must be in (0, 1], got {threshold_frac}")
+    threshold_frac = interval("threshold_frac", threshold_frac, 0, 1, low_closed=False,
+                              high_closed=True)
     s = positive_float("clip", clip)
     bins = counts.shape[-1]
     noise1 = torch.randn(counts.shape[:-1], generator=generator, device=counts.device,

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import math
 import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +39,7 @@ def read_bytes(path: Path) -> bytes:
             with gzip.open(path, "rb") as fh:
                 return fh.read()
         return path.read_bytes()
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise DatasetFileError(
             f"cannot read {path}: {exc}. The file is truncated or corrupt; delete it and "
             "provide a fresh copy (e.g. `datalens data fetch <name>`)."
@@ -60,13 +62,18 @@ def parse_idx(data: bytes, source: str = "<bytes>") -> np.ndarray:
         raise DatasetFileError(f"{source}: truncated IDX header")
     shape = struct.unpack(">" + "I" * ndim, data[4:header])
     dtype = np.dtype(_DTYPES[dtype_code])
-    expected = int(np.prod(shape)) * dtype.itemsize
+    expected = math.prod(shape) * dtype.itemsize  # Python ints: np.prod wraps at 2**63
     if len(data) - header != expected:
         raise DatasetFileError(
             f"{source}: IDX payload has {len(data) - header} bytes, header says {expected} "
             f"(shape {shape}); the file is truncated or corrupt"
         )
-    return np.frombuffer(data, dtype=dtype, offset=header).reshape(shape)
+    try:
+        return np.frombuffer(data, dtype=dtype, offset=header).reshape(shape)
+    except ValueError as exc:  # numpy's limits: more than 64 axes, a shape whose size overflows
+        raise DatasetFileError(f"{source}: numpy cannot hold an IDX array of shape "
+                               f"{shape[:8]}{'...' if ndim > 8 else ''} ({ndim} axes): "
+                               f"{exc}") from None
 
 
 def read_idx(path: Path, sha256: str | None = None) -> np.ndarray:

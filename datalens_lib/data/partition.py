@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validate import nonneg_int, positive_int
+
 PARTITIONS = ("class-ordered", "shuffled")
 
 # the neighbouring relation under which one record changes one teacher's data (module doc);
@@ -55,14 +57,10 @@ def partition(labels: np.ndarray, n_teachers: int, seed: int) -> np.ndarray:
     labels = np.asarray(labels)
     if labels.ndim != 1:
         raise ValueError(f"labels must be 1-D, got shape {labels.shape}")
-    if not isinstance(n_teachers, (int, np.integer)) or isinstance(n_teachers, bool):
-        raise ValueError(f"n_teachers must be an integer, got {n_teachers!r}")
-    if n_teachers < 1:
-        raise ValueError(f"n_teachers must be >= 1, got {n_teachers}")
+    n_teachers = positive_int("n_teachers", n_teachers)
+    seed = nonneg_int("seed", seed)
     n = len(labels)
-    per_teacher = n // n_teachers
-    if per_teacher == 0:
-        raise ValueError(f"cannot give {n_teachers} teachers at least one of {n} records")
+    per_teacher = _per_teacher(n, n_teachers)
     rng = np.random.default_rng(seed)
     keep = np.sort(rng.permutation(n)[: per_teacher * n_teachers])
     kept_labels = labels[keep]
@@ -75,6 +73,13 @@ def partition(labels: np.ndarray, n_teachers: int, seed: int) -> np.ndarray:
     parts = layout.reshape(per_teacher, n_teachers).T
     teacher_order = rng.permutation(n_teachers)
     return np.ascontiguousarray(parts[teacher_order]).astype(np.int64)
+
+
+def _per_teacher(n: int, n_teachers: int) -> int:
+    if n < n_teachers:
+        raise ValueError(f"n_teachers must be <= the number of records: cannot give "
+                         f"{n_teachers} teachers at least one of {n} records")
+    return n // n_teachers
 
 
 def official_split_overlap(labels: np.ndarray) -> dict[str, int]:
@@ -103,12 +108,10 @@ def shuffled_partition(n: int, n_teachers: int, seed: int) -> np.ndarray:
     """G-PATE's split: shuffle the ``n`` record indices, cut them into ``n_teachers``
     contiguous, disjoint, equal parts (the ``n mod N`` left over are dropped). Returns int64
     [n_teachers, floor(n / n_teachers)]."""
-    if not isinstance(n_teachers, (int, np.integer)) or isinstance(n_teachers, bool) \
-            or n_teachers < 1:
-        raise ValueError(f"n_teachers must be an integer >= 1, got {n_teachers!r}")
-    per_teacher = n // n_teachers
-    if per_teacher == 0:
-        raise ValueError(f"cannot give {n_teachers} teachers at least one of {n} records")
+    n = nonneg_int("n", n)
+    n_teachers = positive_int("n_teachers", n_teachers)
+    seed = nonneg_int("seed", seed)
+    per_teacher = _per_teacher(n, n_teachers)
     order = np.random.default_rng(seed).permutation(n)[: per_teacher * n_teachers]
     return np.ascontiguousarray(order.reshape(n_teachers, per_teacher)).astype(np.int64)
 
@@ -119,4 +122,4 @@ def teacher_partition(kind: str, labels: np.ndarray, n_teachers: int, seed: int)
         return partition(labels, n_teachers, seed)
     if kind == "shuffled":
         return shuffled_partition(len(labels), n_teachers, seed)
-    raise ValueError(f"unknown partition {kind!r}; choose one of {PARTITIONS}")
+    raise ValueError(f"kind must be one of {PARTITIONS}: unknown partition {kind!r}")

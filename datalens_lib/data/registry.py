@@ -7,8 +7,11 @@ Lookup order for a dataset's folder (first one that holds the dataset's files wi
 3. ``data/raw/<dir>`` in the repository;
 4. ``/usr/share/datasets/<dir>`` (Debian's dataset packages, e.g. ``dataset-fashion-mnist``).
 
-Nothing is ever downloaded implicitly: ``fetch_dataset`` (``datalens data fetch NAME``)
-downloads MNIST, Fashion-MNIST or CIFAR-10 from the official source and verifies checksums.
+Loading never downloads: ``fetch_dataset`` (``datalens data fetch NAME``) downloads MNIST,
+Fashion-MNIST or CIFAR-10 from the official source and verifies checksums, and
+``ensure_dataset`` (``datalens data ensure``, run by ``make book`` and ``make test`` before
+anything else) finds a dataset in the lookup order, verifies it, and fetches it only where no
+folder holds it.
 """
 
 from __future__ import annotations
@@ -294,6 +297,32 @@ def fetch_dataset(name: str, dest: str | os.PathLike | None = None, *,
             f"could not download {name} ({exc}). This machine may be offline: copy the files "
             f"into {folder} by hand, or set ${ENV_VAR}. {spec.how_to_provide}"
         ) from exc
+    return folder
+
+
+def ensure_dataset(name: str, *, fetch: bool = True, timeout: float = 30.0) -> Path:
+    """The folder of ``name``, checksum-verified: found in the lookup order, else downloaded.
+
+    A folder found in the lookup order is verified file by file against the published
+    SHA-256 (a corrupt or foreign copy is an error naming the file, never silently replaced:
+    it may be the user's). Where no folder holds the dataset and ``fetch`` is true, it is
+    downloaded into the first folder of the lookup order (``$DATALENS_DATA_DIR/<dir>`` when
+    set, else ``data/raw/<dir>``) by ``fetch_dataset``; where that fails, the error says what
+    to copy where. Datasets the user must provide (CelebA, Places365) are only looked up.
+    """
+    spec = get_spec(name)
+    try:
+        folder = resolve_dataset_dir(name)
+    except DatasetNotFoundError:
+        if not fetch or not spec.urls:
+            raise
+        folder = fetch_dataset(name, candidate_dirs(name)[0], timeout=timeout)
+    for fname, sha in spec.checksums.items():
+        f = _find_file(folder, fname)
+        if f is None:  # (a folder is found by these very files: only a race removes one)
+            raise DatasetFileError(f"{name}: missing {folder / fname}(.gz). "
+                                   f"{spec.how_to_provide}")
+        read_idx(f, sha)
     return folder
 
 

@@ -27,13 +27,32 @@ from collections.abc import Iterator
 
 import torch
 
+from .._validate import _shown, positive_float, positive_int
+
 
 def _check_k(k: float) -> float:
-    if not (isinstance(k, (int, float)) and not isinstance(k, bool) and 0 < k
-            and math.isfinite(k)):
+    try:
+        return positive_float("k", k)
+    except ValueError:
         raise ValueError(f"k must be a finite number > 0 (a fraction; k >= 1 keeps all), got "
-                         f"{k!r}")
-    return float(k)
+                         f"{_shown(k)}") from None
+
+
+def _check_prefilter(prefilter: int | None) -> None:
+    if prefilter is not None:
+        positive_int("prefilter (None: a full sort)", prefilter)
+
+
+def _check_rows(g: torch.Tensor, *, finite: bool = True) -> torch.Tensor:
+    """``g``: per-example rows [B, d], floating point (and finite where ``finite``)."""
+    if not isinstance(g, torch.Tensor) or g.dim() != 2 or not g.is_floating_point():
+        what = (f"a {g.dtype} tensor of shape {tuple(g.shape)}" if isinstance(g, torch.Tensor)
+                else type(g).__name__)
+        raise ValueError(f"g must be a floating-point tensor of per-example rows [B, d], got "
+                         f"{what}")
+    if finite and not bool(torch.isfinite(g).all()):
+        raise ValueError("g contains NaN or infinite values")
+    return g
 
 
 #: NormTopK first looks at each row's PREFILTER largest squares (``torch.topk``); a row whose
@@ -55,10 +74,10 @@ def norm_topk_selection(g: torch.Tensor, k: float, prefilter: int | None = PREFI
     ``kept`` [r, w] marks NormTopK's prefix among them. Every row is in exactly one group;
     ``prefilter=None`` sorts every row in full (the reference)."""
     if not 0 < _check_k(k) < 1:
-        raise ValueError(f"the selection needs 0 < k < 1 (k >= 1 keeps every coordinate: "
+        raise ValueError(f"k: the selection needs 0 < k < 1 (k >= 1 keeps every coordinate: "
                          f"norm_topk returns the row), got {k!r}")
-    if prefilter is not None and prefilter < 1:
-        raise ValueError(f"prefilter must be >= 1 or None, got {prefilter!r}")
+    _check_prefilter(prefilter)
+    _check_rows(g, finite=False)  # (the optimizer's rows are finite: it zeroes the others)
     sq = g.square()
     limit = k * sq.sum(dim=1)
     d = g.shape[1]
@@ -89,8 +108,8 @@ def norm_topk(g: torch.Tensor, k: float, prefilter: int | None = PREFILTER) -> t
     """NormTopK of each row of ``g`` [B, d] (module doc); ``prefilter=None`` sorts every row
     in full (the reference)."""
     k = _check_k(k)
-    if prefilter is not None and prefilter < 1:
-        raise ValueError(f"prefilter must be >= 1 or None, got {prefilter!r}")
+    _check_prefilter(prefilter)
+    _check_rows(g)
     if k >= 1 or g.numel() == 0:
         return g
     keep = torch.zeros_like(g, dtype=torch.bool)
@@ -103,10 +122,10 @@ def norm_topk(g: torch.Tensor, k: float, prefilter: int | None = PREFILTER) -> t
 def dim_topk(g: torch.Tensor, k: float) -> torch.Tensor:
     """Keep the ceil(k * d) largest-magnitude coordinates of each row of ``g`` [B, d]."""
     k = _check_k(k)
-    d = g.shape[1] if g.dim() == 2 else 0
+    _check_rows(g)
     if k >= 1 or g.numel() == 0:
         return g
-    m = max(1, math.ceil(k * d))
+    m = max(1, math.ceil(k * g.shape[1]))
     idx = torch.topk(g.abs(), m, dim=1, sorted=False).indices
     return torch.zeros_like(g).scatter_(1, idx, g.gather(1, idx))
 
@@ -123,4 +142,5 @@ def sensitivity(selection: str, k: float, max_grad_norm: float) -> float:
     if selection not in SELECTIONS:
         raise ValueError(f"selection must be one of {sorted(SELECTIONS)}, got {selection!r}")
     k = _check_k(k)
+    max_grad_norm = positive_float("max_grad_norm", max_grad_norm)
     return (math.sqrt(min(k, 1.0)) if selection == "norm" else 1.0) * max_grad_norm

@@ -31,8 +31,6 @@ Opacus's hardened sampler.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from opacus.optimizers import DPOptimizer
 from opacus.optimizers.optimizer import (
@@ -41,6 +39,7 @@ from opacus.optimizers.optimizer import (
     _mark_as_processed,
 )
 
+from .._validate import nonneg_float, positive_float, positive_int
 from .compress import SCOPES, SELECTIONS, _check_k, norm_topk_selection, sensitivity
 
 
@@ -55,11 +54,10 @@ class TopAggDPOptimizer(DPOptimizer):
                              f"{selection!r}")
         if scope not in SCOPES:
             raise ValueError(f"scope must be one of {SCOPES}, got {scope!r}")
-        if not (0 < max_grad_norm < math.inf):
-            raise ValueError(f"max_grad_norm must be finite and > 0, got {max_grad_norm!r}")
-        if not (0 <= noise_multiplier < math.inf):
-            raise ValueError(f"noise_multiplier must be finite and >= 0, got "
-                             f"{noise_multiplier!r}")
+        max_grad_norm = positive_float("max_grad_norm", max_grad_norm)
+        noise_multiplier = nonneg_float("noise_multiplier", noise_multiplier)
+        if expected_batch_size is not None:
+            expected_batch_size = positive_int("expected_batch_size", expected_batch_size)
         self.k, self.selection, self.scope = _check_k(k), selection, scope
         super().__init__(optimizer, noise_multiplier=noise_multiplier,
                          max_grad_norm=max_grad_norm, expected_batch_size=expected_batch_size,

@@ -28,10 +28,14 @@ Files in the output folder:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import math
+import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -39,6 +43,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from .. import failpoints
 from .._validate import nonneg_int
 from ..ensemble import conv_layout
 from ..privacy.accountant import DATA_DEPENDENT, delta_note
@@ -49,6 +54,13 @@ from ..provenance import (
     git_sha,
     peak_rss_gib,
     provenance,
+)
+from ..records import (
+    RECORD_SCHEMA,
+    CheckpointError,
+    RecordError,
+    load_checkpoint,
+    read_record,
 )
 
 SAMPLE_SEED_OFFSET = 4  # the sampling generator is seeded with seed + 4 (DataLens's streams)
@@ -263,6 +275,36 @@ class SnapshotMethod(Method, Protocol):
     def load_generator_state(self, state: dict[str, torch.Tensor]) -> None: ...
 
 
+LOCK_FILE = ".lock"  # held (flock) by the process training into the folder
+
+
+@contextlib.contextmanager
+def run_folder_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder`` while a run trains into it: a second process
+    (a sweep submitted twice, a job requeued while the first still runs) is refused at once
+    with the holder's pid instead of both writing the same checkpoint and records. The lock
+    is the kernel's (``fcntl.flock``): it is released when the holder exits, even by SIGKILL,
+    so a killed run never leaves a stale lock."""
+    path = Path(folder) / LOCK_FILE
+    fh = open(path, "a+")
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "unknown"
+            raise FileExistsError(f"{folder} is in use by another process (pid {holder}) "
+                                  "training into it; wait for it, or choose another output "
+                                  "folder") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"{os.getpid()}\n")
+        fh.flush()
+        yield
+    finally:
+        fh.close()  # (releases the lock)
+
+
 class Run:
     """One method's run into one output folder (see module doc)."""
 
@@ -301,16 +343,28 @@ class Run:
         return self.out / "checkpoint.pt"
 
     def save_checkpoint(self) -> None:
-        state = {**self.method.state_dict(), "git_sha_at_start": self.git_sha_at_start}
+        state = {**self.method.state_dict(), "git_sha_at_start": self.git_sha_at_start,
+                 "method": self.method.name, "schema": RECORD_SCHEMA}
         atomic_save(self.checkpoint_path, lambda tmp: torch.save(state, tmp))
 
     def load_checkpoint(self) -> bool:
+        """Continue from ``checkpoint.pt`` where there is one (False: none). A checkpoint that
+        is unreadable, another method's, or another config's or seed's raises
+        :class:`~datalens_lib.records.CheckpointError` naming it, before anything is
+        written."""
         if not self.checkpoint_path.exists():
             return False
         # memory-mapped on the CPU: the method copies the tensors into its own (on its
         # device); generator states stay CPU byte tensors, as ``Generator.set_state`` needs
-        st = torch.load(self.checkpoint_path, map_location="cpu", weights_only=True, mmap=True)
-        self.method.load_state_dict(st)
+        st = load_checkpoint(self.checkpoint_path, method=self.method.name)
+        try:
+            self.method.load_state_dict(st)
+        except (KeyError, TypeError, RuntimeError, ValueError) as e:
+            raise CheckpointError(
+                f"{self.checkpoint_path} does not fit this run ({type(e).__name__}: "
+                f"{str(e).splitlines()[0][:200] if str(e) else e!r}): it was written by "
+                "another config, seed, method or version. Choose another output folder, or "
+                "move the checkpoint away to start afresh (nothing was written)") from None
         # the commit the run started from (checkpoints before this key: the resuming one's)
         self.git_sha_at_start = st.get("git_sha_at_start", self.git_sha_at_start)
         return True
@@ -321,13 +375,29 @@ class Run:
         snapshots' samples and ``snapshots.json``). ``stop_after`` ends this call after that
         many new steps (an interruption: the checkpoint is kept) and returns a partial
         record."""
-        m = self.method
         self.out.mkdir(parents=True, exist_ok=True)
+        with run_folder_lock(self.out):
+            return self._run(resume, stop_after)
+
+    def _run(self, resume: bool, stop_after: int | None) -> dict[str, Any]:
+        m = self.method
+        # what a killed run of this folder left mid-write (its writes' temporary names; this
+        # process holds the folder's lock, so no other training writes them now)
+        for name in ("checkpoint.pt", "samples.npz", "run.json", SNAPSHOTS_RECORD,
+                     "samples-eps*.npz"):
+            for tmp in self.out.glob(f".{name}.*.tmp"):
+                tmp.unlink(missing_ok=True)
         for name, what in (("run.json", "a finished run"), (SNAPSHOTS_RECORD, "the snapshots "
                            f"of a run stopped at its last snapshot ({SNAPSHOTS_RECORD})")):
-            if (self.out / name).exists() and not resume:
-                raise FileExistsError(f"{self.out} already holds {what}; pass resume=True "
-                                      "to reuse it or choose another output folder")
+            if (self.out / name).exists():
+                if not resume:
+                    raise FileExistsError(f"{self.out} already holds {what}; pass resume=True "
+                                          "to reuse it or choose another output folder")
+                self._check_own_record(self.out / name)
+        if self.checkpoint_path.exists() and not resume:
+            raise FileExistsError(
+                f"{self.checkpoint_path} holds an unfinished run; pass resume=True (--resume) "
+                "to continue it, or move it away to start afresh (nothing was written)")
         resumed = resume and self.load_checkpoint()
         if not resumed:  # a fresh start: snapshots of an earlier, unfinished run are not ours
             shutil.rmtree(self.out / "snapshots", ignore_errors=True)
@@ -343,6 +413,7 @@ class Run:
                 if self.until_last_snapshot and not self._pending_snapshots():
                     break
                 row = m.step()
+                failpoints.hit("step")
                 self._snapshot()
                 done_here += 1
                 bar.update(1)
@@ -376,6 +447,14 @@ class Run:
             record["snapshots"] = snapshots
         atomic_write_json(self.out / "run.json", record)
         return record
+
+    def _check_own_record(self, path: Path) -> None:
+        """A record already in the folder must be this method's (and readable): a resume
+        never rewrites another method's finished run."""
+        rec = read_record(path)
+        if rec.get("method", self.method.name) != self.method.name:
+            raise RecordError(f"{path} is a {rec['method']!r} run, not {self.method.name!r}: "
+                              "choose another output folder (nothing was written)")
 
     # ------------------------------------------------------------------ budget snapshots
 
@@ -482,6 +561,7 @@ class Run:
         provenance; ``git_sha`` is the commit the run started from."""
         m, cfg = self.method, self.method.cfg
         rec: dict[str, Any] = {
+            "schema": RECORD_SCHEMA,
             "status": "complete", "method": m.name, "config": cfg.to_dict(),
             "profile": m.profile, "seed": m.seed, "device": str(m.device),
             "target_epsilon": cfg.epsilon if math.isfinite(cfg.epsilon) else None,  # None: ∞

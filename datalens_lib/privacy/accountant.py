@@ -41,6 +41,7 @@ from .._validate import (
     positive_int,
     probability_open,
     rdp_orders,
+    square,
 )
 
 #: Orders used by the official DataLens code: 1.1, then 2..199.
@@ -95,7 +96,8 @@ def topagg_rdp(orders, k: int, sigma: float) -> np.ndarray:
     k = positive_int("k", k)
     sigma = positive_float("sigma", sigma)
     orders = rdp_orders("RDP orders", orders)
-    return 2.0 * k * orders / sigma**2
+    with np.errstate(divide="ignore", over="ignore"):  # extreme sigma: RDP inf or 0
+        return 2.0 * k * orders / square(sigma)
 
 
 def rdp_to_epsilon_paper(rdp_values, orders, delta: float) -> tuple[float, float]:
@@ -116,6 +118,17 @@ def rdp_to_epsilon_paper(rdp_values, orders, delta: float) -> tuple[float, float
     return float(eps[i]), float(orders[i])
 
 
+#: the largest noise multiplier handed to dp-accounting: it squares the multiplier in Python
+#: floats, which overflow past ~1.3e154. A larger one is charged as this one, which can only
+#: over-state epsilon (more noise never costs more); epsilon is 0.0 there anyway.
+MAX_ACCOUNTANT_Z = 1e150
+
+
+def accountant_z(z: float) -> float:
+    """``z`` capped at :data:`MAX_ACCOUNTANT_Z` for dp-accounting (conservative)."""
+    return min(z, MAX_ACCOUNTANT_Z)
+
+
 def _check(k, sigma, delta, conversion):
     return (positive_int("k", k), positive_float("sigma", sigma),
             probability_open("delta", delta), choice("conversion", conversion, CONVERSIONS))
@@ -127,7 +140,7 @@ def _epsilon(queries: int, k: int, sigma: float, delta: float, conversion: str) 
     if conversion == "paper":
         return rdp_to_epsilon_paper(queries * topagg_rdp(PAPER_ORDERS, k, sigma),
                                     PAPER_ORDERS, delta)[0]
-    event = dp_accounting.GaussianDpEvent(noise_multiplier(k, sigma))
+    event = dp_accounting.GaussianDpEvent(accountant_z(noise_multiplier(k, sigma)))
     if conversion == "rdp":
         acc = rdp.RdpAccountant(orders=list(RDP_ORDERS))
     else:

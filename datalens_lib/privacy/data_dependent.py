@@ -33,7 +33,14 @@ import math
 import numpy as np
 from scipy.special import log_ndtr, logsumexp
 
-from .._validate import nonneg_float, positive_float, positive_int, rdp_orders
+from .._validate import (
+    finite_array,
+    nonneg_float,
+    positive_float,
+    positive_int,
+    rdp_orders,
+    square,
+)
 
 
 def _log1mexp(x: np.ndarray) -> np.ndarray:
@@ -60,7 +67,8 @@ def outcome_log_probs(votes, sigma: float, threshold: float) -> np.ndarray:
     """log P[+1], log P[-1], log P[0] per coordinate, stacked on a new last axis (float64)."""
     sigma = positive_float("sigma", sigma)
     threshold = nonneg_float("threshold", threshold)
-    f = np.asarray(votes, dtype=np.float64)
+    # NaN votes would give a NaN log q~, which data_dependent_rdp used to read as "no bound"
+    f = finite_array("votes", votes, what="finite vote sums")
     pos = log_ndtr((f - threshold) / sigma)
     neg = log_ndtr((-threshold - f) / sigma)
     zero = _log_ndtr_diff((-threshold - f) / sigma, (threshold - f) / sigma)
@@ -88,6 +96,20 @@ def topagg_log_q_tilde(votes, sigma: float, beta: float, n_teachers: int) -> np.
     return np.minimum(np.where(use_union, union, exact), 0.0)
 
 
+def _log_q(log_q) -> float:
+    """``log_q`` as a float: a real number (a numpy scalar or 0-d array too), never NaN (a NaN
+    used to fall through to the data-independent value without a word), a bool or text."""
+    value = math.nan
+    if not isinstance(log_q, (bool, np.bool_, str, bytes)) and np.ndim(log_q) == 0:
+        try:
+            value = float(log_q)
+        except (TypeError, ValueError):
+            pass
+    if math.isnan(value):
+        raise ValueError(f"log q~ must be a number <= 0, got {log_q!r}")
+    return value
+
+
 def data_dependent_rdp(log_q: float, orders, k: int, sigma: float) -> np.ndarray:
     """Per-order RDP of one TopAgg query given log q~: min(Thm. 6 bound, 2 k lambda / sigma^2).
 
@@ -97,7 +119,7 @@ def data_dependent_rdp(log_q: float, orders, k: int, sigma: float) -> np.ndarray
     """
     k = positive_int("k", k)
     sigma = positive_float("sigma", sigma)
-    return gaussian_data_dependent_rdp(log_q, orders, sigma**2 / (2.0 * k))
+    return gaussian_data_dependent_rdp(log_q, orders, square(sigma) / (2.0 * k))
 
 
 def gaussian_data_dependent_rdp(log_q: float, orders, var: float) -> np.ndarray:
@@ -108,7 +130,7 @@ def gaussian_data_dependent_rdp(log_q: float, orders, var: float) -> np.ndarray:
     sigma: var = sigma^2; their threshold check with noise sigma_1: var = 2 sigma_1^2."""
     var = positive_float("var", var)
     orders = rdp_orders("orders", orders)
-    log_q = float(log_q)
+    log_q = _log_q(log_q)
     if log_q > 0:
         raise ValueError(f"log q~ must be <= 0, got {log_q}")
     independent = orders / var

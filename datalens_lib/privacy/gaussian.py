@@ -21,12 +21,20 @@ import numpy as np
 from dp_accounting import pld, rdp
 from scipy.special import log_ndtr, logsumexp
 
-from .._validate import choice, nonneg_int, positive_float, positive_int, probability_open
+from .._validate import (
+    choice,
+    nonneg_int,
+    positive_float,
+    positive_int,
+    probability_open,
+    square,
+)
 from .accountant import (
     CONVERSIONS,
     PAPER_ORDERS,
     RDP_ORDERS,
     _largest_within,
+    accountant_z,
     rdp_to_epsilon_paper,
 )
 from .data_dependent import gaussian_data_dependent_rdp
@@ -51,11 +59,12 @@ def gaussian_epsilon(queries: int, z: float, delta: float, conversion: str = "pa
     if queries == 0:
         return 0.0
     if conversion == "paper":
-        return rdp_to_epsilon_paper(queries * PAPER_ORDERS / (2.0 * z**2), PAPER_ORDERS,
-                                    delta)[0]
+        with np.errstate(divide="ignore", over="ignore"):  # extreme z: RDP inf or 0
+            rdp_values = queries * PAPER_ORDERS / (2.0 * square(z))
+        return rdp_to_epsilon_paper(rdp_values, PAPER_ORDERS, delta)[0]
     acc = rdp.RdpAccountant(orders=list(RDP_ORDERS)) if conversion == "rdp" else \
         pld.PLDAccountant()
-    acc.compose(dp_accounting.GaussianDpEvent(z), queries)
+    acc.compose(dp_accounting.GaussianDpEvent(accountant_z(z)), queries)
     return float(acc.get_epsilon(delta))
 
 

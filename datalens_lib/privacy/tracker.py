@@ -10,7 +10,15 @@ from __future__ import annotations
 import dp_accounting
 import numpy as np
 
-from .._validate import choice, nonneg_int, positive_float, positive_int, probability_open
+from .._validate import (
+    choice,
+    finite_array,
+    nonneg_int,
+    positive_float,
+    positive_int,
+    probability_open,
+    square,
+)
 from .accountant import (
     CONVERSIONS,
     PAPER_ORDERS,
@@ -47,7 +55,7 @@ class TopAggAccountant:
 
     def add_votes(self, votes, beta: float, n_teachers: int) -> np.ndarray:
         """Record one query per row of the clean vote sums ``votes`` [Q, d]; returns log q~ [Q]."""
-        votes = np.atleast_2d(np.asarray(votes, dtype=np.float64))
+        votes = np.atleast_2d(finite_array("votes", votes, what="finite vote sums"))
         log_q = np.atleast_1d(topagg_log_q_tilde(votes, self.sigma, beta, n_teachers))
         for lq in log_q:
             self.dependent_rdp += data_dependent_rdp(float(lq), self.orders, self.k, self.sigma)
@@ -71,7 +79,7 @@ class TopAggAccountant:
         if self.queries == 0:
             return 0.0
         plain = self.queries - self.dependent_queries
-        total = self.dependent_rdp + plain * 2.0 * self.k * self.orders / self.sigma**2
+        total = self.dependent_rdp + plain * 2.0 * self.k * self.orders / square(self.sigma)
         return rdp_to_epsilon_paper(total, self.orders, self.delta)[0]
 
     def state_dict(self) -> dict:
