@@ -216,9 +216,9 @@ def test_runner_executes_into_a_hidden_partial_file_in_the_output_folder(tmp_pat
     assert kw["kernel_name"] == "python3" and kw["cwd"] == str(runner.REPO_ROOT)
     assert kw["parameters"] == {"x": 5} and kw["progress_bar"] is False
     assert r["notebook"] == "tiny" and r["status"] == "ok" and r["error"] is None
-    # the execution's own time (rounded to 0.1 s): most of the call, never more than all of
-    # it (a bound that holds on a loaded machine too, e.g. beside another pytest worker)
-    assert isinstance(r["seconds"], float) and 0.5 * wall <= r["seconds"] <= wall + 0.05
+    # the execution's own time (rounded to 0.1 s): some time, never more than the whole call
+    # (bounds that hold whatever the machine's speed or load)
+    assert isinstance(r["seconds"], float) and 0.0 < r["seconds"] <= wall + 0.05
     skipped = runner.run_notebook(src, {"x": 5}, output_dir=out, canonical=True)
     assert skipped == {"notebook": "tiny", "status": "skipped", "output": str(out / "tiny.ipynb"),
                        "seconds": 0.0}

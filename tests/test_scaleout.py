@@ -21,11 +21,18 @@ fail = False
 import pathlib
 import time
 
-t0 = time.time()
-time.sleep(4)
 if fail:
     raise ValueError("this job fails on purpose")
-pathlib.Path(out).write_text(f"{t0} {time.time()} {__import__('os').getpid()}")
+# a barrier, not a timer: each job says it started, then waits until its peer has too, so
+# both ran at the same time whatever the machine's speed (the cap only prevents a hang)
+started = pathlib.Path(out).with_suffix(".started")
+started.write_text(str(__import__("os").getpid()))
+for _ in range(12000):
+    if len(list(started.parent.glob("*.started"))) >= 2:
+        break
+    time.sleep(0.05)
+pathlib.Path(out).write_text(f"{len(list(started.parent.glob('*.started')))} "
+                             f"{__import__('os').getpid()}")
 '''
 
 
@@ -47,9 +54,9 @@ def test_local_executor_runs_jobs_at_once_and_summarises_the_failure(tmp_path, r
     assert [r["status"] for r in res] == ["ok", "ok", "failed"]
     assert "this job fails on purpose" in res[2]["error"]
     assert res[2]["log"].startswith(str(results_root / "runs" / "submitit"))
-    (s1, e1, p1), (s2, e2, p2) = ([float(x) for x in f.read_text().split()] for f in (a, b))
+    (n1, p1), (n2, p2) = ([int(x) for x in f.read_text().split()] for f in (a, b))
     assert p1 != p2 and p1 != os.getpid()  # separate worker processes ...
-    assert max(s1, s2) < min(e1, e2)  # ... that ran at the same time
+    assert n1 == n2 == 2  # ... each of which saw the other start before it ended
     # executed copies are named by their parameters, under the results root, not the checkout
     outs = sorted(p.name for p in (results_root / "notebooks").glob("sleeper-*.ipynb"))
     assert len(outs) == 2 and not (runner.OUTPUT_DIR / "sleeper.ipynb").exists()
@@ -59,6 +66,8 @@ def test_local_executor_runs_jobs_at_once_and_summarises_the_failure(tmp_path, r
 
     # resubmitted: the finished jobs are skipped, the failed one runs (and fails) again
     a.unlink()
+    for f in tmp_path.glob("*.started"):
+        f.unlink()
     again = scaleout.run_jobs(jobs, "local", progress=False, poll_s=0.2)
     assert [r["status"] for r in again] == ["skipped", "skipped", "failed"]
     assert not a.exists()
